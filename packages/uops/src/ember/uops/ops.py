@@ -1,0 +1,542 @@
+"""The UOp IR: `Ops`, `GroupOp` and the immutable, hash-consed `UOp`."""
+
+from __future__ import annotations
+
+import math
+import weakref
+from collections.abc import Callable, Iterable
+from enum import Enum, auto
+from typing import Any
+
+from ember.uops import shape as shp
+from ember.uops.dtype import DType, PtrDType, dtypes, truncate
+from ember.uops.shape import Shape, sint
+
+
+class Ops(Enum):
+    # buffers and devices
+    DEVICE = auto(); BUFFER = auto(); PARAM = auto(); BUFFER_VIEW = auto(); UNIQUE = auto()  # noqa: E702
+    # values
+    CONST = auto(); VCONST = auto(); DEFINE_VAR = auto(); BIND = auto()  # noqa: E702
+    # movement
+    RESHAPE = auto(); PERMUTE = auto(); EXPAND = auto(); PAD = auto(); SHRINK = auto(); FLIP = auto()  # noqa: E702
+    # tensor-level
+    CONTIGUOUS = auto(); DETACH = auto(); COPY = auto(); ASSIGN = auto(); REDUCE_AXIS = auto()  # noqa: E702
+    MSTACK = auto(); MSELECT = auto()  # noqa: E702
+    # indexing
+    RANGE = auto(); INDEX = auto(); BUFFERIZE = auto(); REDUCE = auto(); END = auto(); SINK = auto()  # noqa: E702
+    CALL = auto()
+    # memory
+    LOAD = auto(); STORE = auto(); DEFINE_LOCAL = auto(); DEFINE_REG = auto(); BARRIER = auto()  # noqa: E702
+    # ALU: unary
+    EXP2 = auto(); LOG2 = auto(); SIN = auto(); SQRT = auto(); RECIPROCAL = auto(); NEG = auto()  # noqa: E702
+    TRUNC = auto()
+    # ALU: binary
+    ADD = auto(); MUL = auto(); IDIV = auto(); MOD = auto(); MAX = auto()  # noqa: E702
+    CMPLT = auto(); CMPNE = auto(); CMPEQ = auto()  # noqa: E702
+    AND = auto(); OR = auto(); XOR = auto(); SHL = auto(); SHR = auto(); FDIV = auto(); POW = auto()  # noqa: E702
+    # ALU: ternary
+    WHERE = auto(); MULACC = auto()  # noqa: E702
+    CAST = auto(); BITCAST = auto()  # noqa: E702
+    # vectors
+    VECTORIZE = auto(); GEP = auto()  # noqa: E702
+    # control
+    IF = auto(); ENDIF = auto(); SPECIAL = auto()  # noqa: E702
+    # matrix units
+    WMMA = auto()
+    # no-op placeholder used by passes
+    NOOP = auto()
+
+    def __repr__(self) -> str:
+        return f"Ops.{self.name}"
+
+
+class GroupOp:
+    Unary = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL, Ops.NEG, Ops.TRUNC})
+    Binary = frozenset({Ops.ADD, Ops.MUL, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.AND,
+                        Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR, Ops.FDIV, Ops.POW})
+    Ternary = frozenset({Ops.WHERE, Ops.MULACC})
+    ALU = Unary | Binary | Ternary
+    Elementwise = ALU | {Ops.CAST, Ops.BITCAST}
+    Movement = frozenset({Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.PAD, Ops.SHRINK, Ops.FLIP})
+    Commutative = frozenset({Ops.ADD, Ops.MUL, Ops.MAX, Ops.CMPNE, Ops.CMPEQ, Ops.AND, Ops.OR, Ops.XOR})
+    Associative = frozenset({Ops.ADD, Ops.MUL, Ops.AND, Ops.OR, Ops.XOR, Ops.MAX})
+    Idempotent = frozenset({Ops.OR, Ops.AND, Ops.MAX})
+    Comparison = frozenset({Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ})
+    Reduce = frozenset({Ops.ADD, Ops.MUL, Ops.MAX})  # the ops REDUCE_AXIS and REDUCE accept
+    Buffer = frozenset({Ops.BUFFER, Ops.BUFFER_VIEW, Ops.PARAM})
+    Defines = frozenset({Ops.PARAM, Ops.DEFINE_VAR, Ops.DEFINE_LOCAL, Ops.DEFINE_REG})
+    Tensor = frozenset({Ops.CONTIGUOUS, Ops.DETACH, Ops.COPY, Ops.ASSIGN, Ops.REDUCE_AXIS, Ops.MSTACK, Ops.MSELECT})
+
+
+# *** hash-consing ***
+class UOpMetaClass(type):
+    ucache: dict[tuple[Any, ...], weakref.ReferenceType[UOp]] = {}
+
+    def __call__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None,
+                 tag: Any = None) -> UOp:
+        # floats compare equal across the sign of zero: keep -0.0 and 0.0 apart in the key
+        key = (op, dtype, src, arg, tag) if type(arg) is not float else (op, dtype, src, arg, tag, math.copysign(1, arg))
+        if (ref := UOpMetaClass.ucache.get(key)) is not None and (ret := ref()) is not None:
+            return ret
+        ret = super().__call__(op, dtype, src, arg, tag)
+        UOpMetaClass.ucache[key] = weakref.ref(ret)
+        return ret
+
+
+_NOT_COMPUTED: Any = object()
+
+
+class UOp(metaclass=UOpMetaClass):
+    """An immutable node of the IR. Building the same (op, dtype, src, arg, tag) twice returns the same object, so
+    `==` and `hash` are identity and structural at once."""
+
+    __slots__ = ("op", "dtype", "src", "arg", "tag", "_shape", "_mm", "__weakref__")
+    op: Ops
+    dtype: DType
+    src: tuple[UOp, ...]
+    arg: Any
+    tag: Any
+
+    def __init__(self, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None,
+                 tag: Any = None):
+        self.op, self.dtype, self.src, self.arg, self.tag = op, dtype, src, arg, tag
+        self._shape: Any = _NOT_COMPUTED
+        self._mm: Any = None
+
+    def __del__(self) -> None:
+        try:
+            key = (self.op, self.dtype, self.src, self.arg, self.tag)
+            if type(self.arg) is float:
+                key += (math.copysign(1, self.arg),)
+            if (ref := UOpMetaClass.ucache.get(key)) is not None and ref() is self:
+                del UOpMetaClass.ucache[key]
+        except (AttributeError, TypeError):  # interpreter shutdown
+            pass
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return UOp, (self.op, self.dtype, self.src, self.arg, self.tag)
+
+    def __repr__(self) -> str:
+        from ember.uops.render import render
+
+        return render(self)
+
+    def replace(self, **kwargs: Any) -> UOp:
+        """This UOp with some of op/dtype/src/arg/tag replaced (itself if nothing changes)."""
+        new = (kwargs.pop("op", self.op), kwargs.pop("dtype", self.dtype), kwargs.pop("src", self.src),
+               kwargs.pop("arg", self.arg), kwargs.pop("tag", self.tag))
+        if kwargs:
+            raise TypeError(f"replace: unknown fields {sorted(kwargs)}")
+        if all(a is b for a, b in zip(new, (self.op, self.dtype, self.src, self.arg, self.tag))):
+            return self
+        return UOp(*new)
+
+    # *** graph walking ***
+    def toposort(self, gate: Callable[[UOp], bool] | None = None) -> list[UOp]:
+        """Every node reachable from this one, each once, sources before users. `gate(u)` False stops the walk at u
+        (u and what is only reachable through it are left out)."""
+        visited: set[UOp] = set()
+        order: list[UOp] = []
+        stack: list[tuple[UOp, bool]] = [(self, False)]
+        while stack:
+            u, done = stack.pop()
+            if done:
+                order.append(u)
+            elif u not in visited:
+                if gate is not None and not gate(u):
+                    continue
+                visited.add(u)
+                stack.append((u, True))
+                stack.extend((s, False) for s in reversed(u.src) if s not in visited)
+        return order
+
+    def substitute(self, mapping: dict[UOp, UOp]) -> UOp:
+        """This graph with each key of `mapping` replaced by its value (a single pass: values are not rewritten)."""
+        if not mapping:
+            return self
+        new: dict[UOp, UOp] = {}
+        for u in self.toposort():
+            if u in mapping:
+                new[u] = mapping[u]
+            else:
+                src = tuple(new[s] for s in u.src)
+                new[u] = u if all(a is b for a, b in zip(src, u.src)) else u.replace(src=src)
+        return new[self]
+
+    def simplify(self) -> UOp:
+        """This expression rewritten by the symbolic rules to a fixed point."""
+        from ember.uops.rewrite import graph_rewrite
+        from ember.uops.symbolic import symbolic
+
+        return graph_rewrite(self, symbolic, name="simplify")
+
+    @property
+    def size_of_graph(self) -> int:
+        return len(self.toposort())
+
+    # *** shape (tensor-level ops) ***
+    @property
+    def shape(self) -> Shape | None:
+        """The tensor shape of this node, None for nodes that have none (index math, kernel-level ops)."""
+        if self._shape is _NOT_COMPUTED:
+            for u in self.toposort(gate=lambda u: u._shape is _NOT_COMPUTED):
+                u._shape = _infer_shape(u)
+        return self._shape
+
+    @property
+    def ndim(self) -> int:
+        if (s := self.shape) is None:
+            raise ValueError(f"ndim: {self.op} has no shape")
+        return len(s)
+
+    @property
+    def device(self) -> str | tuple[str, ...] | None:
+        """The device of a tensor-level node: the arg of the DEVICE it was built on."""
+        for u in self.toposort(gate=lambda u: u.op is not Ops.DEVICE and u.op is not Ops.COPY):
+            if u.op is Ops.DEVICE:
+                return u.arg
+        if self.op is Ops.COPY:
+            return self.src[1].arg
+        return next((u.src[1].arg for u in self.toposort() if u.op is Ops.COPY), None)
+
+    # *** range analysis ***
+    @property
+    def vmin(self) -> int | float | bool:
+        """A lower bound of every value this (integer or bool) expression can take."""
+        return self._min_max[0]
+
+    @property
+    def vmax(self) -> int | float | bool:
+        """An upper bound of every value this (integer or bool) expression can take."""
+        return self._min_max[1]
+
+    @property
+    def _min_max(self) -> tuple[Any, Any]:
+        if self._mm is None:
+            for u in self.toposort(gate=lambda u: u._mm is None):
+                u._mm = _min_max(u)
+        return self._mm
+
+    def const_factor(self) -> int:
+        """The largest integer known to divide this expression (for gcd folding)."""
+        if self.op is Ops.CONST:
+            return abs(int(self.arg))
+        if self.op is Ops.ADD:
+            return math.gcd(self.src[0].const_factor(), self.src[1].const_factor())
+        if self.op is Ops.MUL:
+            return self.src[0].const_factor() * self.src[1].const_factor() if self.src[1].op is Ops.CONST else (
+                self.src[0].const_factor() if self.src[0].op is Ops.CONST else 1)
+        return 1
+
+    # *** evaluation ***
+    def evaluate(self, var_vals: dict[UOp, Any] | None = None) -> Any:
+        """The value of this expression with DEFINE_VAR/RANGE/SPECIAL nodes bound by `var_vals` (dtype semantics)."""
+        from ember.uops.symbolic import exec_alu
+
+        vals: dict[UOp, Any] = dict(var_vals or {})
+        for u in self.toposort(gate=lambda u: u not in vals):
+            if u.op is Ops.CONST:
+                vals[u] = u.arg
+            elif u.op is Ops.BIND:
+                vals[u] = vals[u.src[1]]
+            elif u.op in GroupOp.ALU or u.op is Ops.CAST:
+                vals[u] = exec_alu(u.op, u.dtype, tuple(vals[s] for s in u.src))
+            else:
+                raise ValueError(f"evaluate: no value for {u.op} (pass it in var_vals)")
+        return vals[self]
+
+    # *** builders: values ***
+    @staticmethod
+    def const(dtype: DType, value: Any, device: str | None = None) -> UOp:
+        """A constant of `dtype` (value converted with the dtype's semantics). With a device it is a 0-d tensor."""
+        if isinstance(value, UOp):
+            return value
+        value = truncate(dtype, value) if not isinstance(dtype, PtrDType) else value
+        return UOp(Ops.CONST, dtype, () if device is None else (UOp(Ops.DEVICE, arg=device),), value)
+
+    def const_like(self, value: Any) -> UOp:
+        """A constant of this node's dtype (on its device when it is a tensor)."""
+        return UOp.const(self.dtype, value)
+
+    @staticmethod
+    def variable(name: str, min_val: int, max_val: int, dtype: DType = dtypes.index) -> UOp:
+        """A symbolic integer `name` with min_val <= name <= max_val."""
+        if not (shp.is_int(min_val) and shp.is_int(max_val)) or min_val > max_val:
+            raise ValueError(f"variable {name!r}: bounds must be ints with min <= max, got [{min_val}, {max_val}]")
+        return UOp(Ops.DEFINE_VAR, dtype, (), (name, min_val, max_val))
+
+    def bind(self, value: int) -> UOp:
+        """This variable bound to a value (BIND); its bounds are checked."""
+        if self.op is not Ops.DEFINE_VAR:
+            raise ValueError(f"bind: only a DEFINE_VAR can be bound, got {self.op}")
+        name, lo, hi = self.arg
+        if not shp.is_int(value) or not lo <= value <= hi:
+            raise ValueError(f"bind: value {value!r} of variable {name!r} is outside [{lo}, {hi}]")
+        return UOp(Ops.BIND, self.dtype, (self, UOp.const(self.dtype, value)))
+
+    def unbind(self) -> tuple[UOp, int]:
+        if self.op is not Ops.BIND:
+            raise ValueError(f"unbind: not a BIND, got {self.op}")
+        return self.src[0], self.src[1].arg
+
+    @staticmethod
+    def range(end: sint, axis_id: int, kind: Any = None) -> UOp:
+        """A loop index 0 <= r < end; `axis_id` tells ranges apart, `kind` says how codegen treats it."""
+        return UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, end) if shp.is_int(end) else end,), (axis_id, kind))
+
+    @staticmethod
+    def sink(*srcs: UOp, arg: Any = None) -> UOp:
+        return UOp(Ops.SINK, dtypes.void, tuple(srcs), arg)
+
+    # *** builders: ALU ***
+    def alu(self, op: Ops, *srcs: UOp) -> UOp:
+        """`op` applied to this node and `srcs`, with dtype checks (same dtypes; comparisons give bool)."""
+        operands = (self, *srcs)
+        base = operands[-1].dtype if op is Ops.WHERE else self.dtype
+        if op is Ops.WHERE:
+            if self.dtype.scalar() != dtypes.bool:
+                raise TypeError(f"WHERE: condition must be bool, got {self.dtype!r}")
+            if srcs[0].dtype != srcs[1].dtype:
+                raise TypeError(f"WHERE: branches must have the same dtype, got {srcs[0].dtype!r} and {srcs[1].dtype!r}")
+        elif op not in (Ops.SHL, Ops.SHR) and any(s.dtype != self.dtype for s in srcs):
+            raise TypeError(f"{op.name}: operands must have the same dtype, got {[s.dtype for s in operands]}")
+        out = dtypes.bool.vec(base.count) if op in GroupOp.Comparison else base
+        return UOp(op, out, operands)
+
+    def _operand(self, x: Any) -> UOp:
+        return x if isinstance(x, UOp) else UOp.const(self.dtype, x)
+
+    def __add__(self, x: Any) -> UOp: return self.alu(Ops.ADD, self._operand(x))
+    def __radd__(self, x: Any) -> UOp: return self._operand(x).alu(Ops.ADD, self)
+    def __mul__(self, x: Any) -> UOp: return self.alu(Ops.MUL, self._operand(x))
+    def __rmul__(self, x: Any) -> UOp: return self._operand(x).alu(Ops.MUL, self)
+    def __neg__(self) -> UOp: return self * -1 if self.dtype != dtypes.bool else self ^ True
+    def __sub__(self, x: Any) -> UOp: return self + (-self._operand(x))
+    def __rsub__(self, x: Any) -> UOp: return self._operand(x) + (-self)
+    def __floordiv__(self, x: Any) -> UOp: return self.alu(Ops.IDIV, self._operand(x))  # C semantics: toward 0
+    def __rfloordiv__(self, x: Any) -> UOp: return self._operand(x).alu(Ops.IDIV, self)
+    def __mod__(self, x: Any) -> UOp: return self.alu(Ops.MOD, self._operand(x))  # C semantics: sign of dividend
+    def __rmod__(self, x: Any) -> UOp: return self._operand(x).alu(Ops.MOD, self)
+    def __truediv__(self, x: Any) -> UOp: return self.alu(Ops.FDIV, self._operand(x))
+    def __rtruediv__(self, x: Any) -> UOp: return self._operand(x).alu(Ops.FDIV, self)
+    def __and__(self, x: Any) -> UOp: return self.alu(Ops.AND, self._operand(x))
+    def __rand__(self, x: Any) -> UOp: return self._operand(x).alu(Ops.AND, self)
+    def __or__(self, x: Any) -> UOp: return self.alu(Ops.OR, self._operand(x))
+    def __ror__(self, x: Any) -> UOp: return self._operand(x).alu(Ops.OR, self)
+    def __xor__(self, x: Any) -> UOp: return self.alu(Ops.XOR, self._operand(x))
+    def __rxor__(self, x: Any) -> UOp: return self._operand(x).alu(Ops.XOR, self)
+    def __lshift__(self, x: Any) -> UOp: return self.alu(Ops.SHL, self._operand(x))
+    def __rshift__(self, x: Any) -> UOp: return self.alu(Ops.SHR, self._operand(x))
+    def __lt__(self, x: Any) -> UOp: return self.alu(Ops.CMPLT, self._operand(x))
+    def __gt__(self, x: Any) -> UOp: return self._operand(x).alu(Ops.CMPLT, self)
+    def __ge__(self, x: Any) -> UOp: return (self < x).logical_not()
+    def __le__(self, x: Any) -> UOp: return (self > x).logical_not()
+    def eq(self, x: Any) -> UOp: return self.alu(Ops.CMPEQ, self._operand(x))
+    def ne(self, x: Any) -> UOp: return self.alu(Ops.CMPNE, self._operand(x))
+    def logical_not(self) -> UOp: return self.alu(Ops.XOR, self._operand(True))
+    def maximum(self, x: Any) -> UOp: return self.alu(Ops.MAX, self._operand(x))
+    def minimum(self, x: Any) -> UOp: return -(-self).maximum(-self._operand(x))
+    def where(self, x: Any, y: Any) -> UOp:
+        xu = x if isinstance(x, UOp) else (y._operand(x) if isinstance(y, UOp) else UOp.const(dtypes.from_py(x), x))
+        return self.alu(Ops.WHERE, xu, xu._operand(y))
+    def exp2(self) -> UOp: return self.alu(Ops.EXP2)
+    def log2(self) -> UOp: return self.alu(Ops.LOG2)
+    def sin(self) -> UOp: return self.alu(Ops.SIN)
+    def sqrt(self) -> UOp: return self.alu(Ops.SQRT)
+    def reciprocal(self) -> UOp: return self.alu(Ops.RECIPROCAL)
+    def trunc(self) -> UOp: return self.alu(Ops.TRUNC)
+    def pow(self, x: Any) -> UOp: return self.alu(Ops.POW, self._operand(x))
+
+    def cast(self, dtype: DType) -> UOp:
+        return self if self.dtype == dtype else UOp(Ops.CAST, dtype, (self,))
+
+    def bitcast(self, dtype: DType) -> UOp:
+        return self if self.dtype == dtype else UOp(Ops.BITCAST, dtype, (self,))
+
+    # *** builders: movement (validated now, so a bad shape fails where it was written) ***
+    def _movement(self, op: Ops, arg: Any, rule: Callable[[Shape, Any], Shape]) -> UOp:
+        if (s := self.shape) is None:
+            raise ValueError(f"{op.name.lower()}: {self.op} has no shape")
+        rule(s, arg)
+        return UOp(op, self.dtype, (self,), arg)
+
+    def reshape(self, new_shape: Iterable[sint]) -> UOp:
+        new_shape = tuple(new_shape)
+        return self if self.shape == new_shape else self._movement(Ops.RESHAPE, new_shape, shp.reshape_shape)
+
+    def permute(self, order: Iterable[int]) -> UOp:
+        order = tuple(order)
+        return self if order == tuple(range(len(order))) and self.shape is not None and len(order) == self.ndim \
+            else self._movement(Ops.PERMUTE, order, shp.permute_shape)
+
+    def expand(self, new_shape: Iterable[sint]) -> UOp:
+        new_shape = tuple(new_shape)
+        return self if self.shape == new_shape else self._movement(Ops.EXPAND, new_shape, shp.expand_shape)
+
+    def pad(self, padding: Iterable[tuple[sint, sint]]) -> UOp:
+        padding = tuple(tuple(p) for p in padding)
+        return self if all(p == (0, 0) for p in padding) and len(padding) == self.ndim \
+            else self._movement(Ops.PAD, padding, shp.pad_shape)
+
+    def shrink(self, bounds: Iterable[tuple[sint, sint]]) -> UOp:
+        bounds = tuple(tuple(b) for b in bounds)
+        s = self.shape
+        return self if s is not None and len(bounds) == len(s) and all(b == (0, n) for b, n in zip(bounds, s)) \
+            else self._movement(Ops.SHRINK, bounds, shp.shrink_shape)
+
+    def flip(self, flips: Iterable[bool]) -> UOp:
+        flips = tuple(flips)
+        return self if not any(flips) and len(flips) == self.ndim else self._movement(Ops.FLIP, flips, shp.flip_shape)
+
+    def reduce_axis(self, op: Ops, axes: Iterable[int]) -> UOp:
+        """REDUCE_AXIS: reduce `axes` with `op` (ADD, MUL or MAX), keeping them as size-1 dims."""
+        if op not in GroupOp.Reduce:
+            raise ValueError(f"reduce_axis: op must be one of {sorted(o.name for o in GroupOp.Reduce)}, got {op}")
+        axes = tuple(sorted(axes))
+        return self._movement(Ops.REDUCE_AXIS, (op, axes), lambda s, a: shp.reduce_shape(s, a[1]))
+
+    # *** builders: kernel level ***
+    def index(self, *idxs: UOp, valid: UOp | None = None) -> UOp:
+        return UOp(Ops.INDEX, self.dtype, (self, *idxs) + (() if valid is None else (valid,)))
+
+    def load(self, *srcs: UOp, dtype: DType | None = None) -> UOp:
+        return UOp(Ops.LOAD, dtype if dtype is not None else self.dtype, (self, *srcs))
+
+    def store(self, value: UOp, *srcs: UOp) -> UOp:
+        return UOp(Ops.STORE, dtypes.void, (self, value, *srcs))
+
+    def end(self, *ranges: UOp) -> UOp:
+        return UOp(Ops.END, dtypes.void, (self, *ranges))
+
+
+# *** shape inference ***
+def _infer_shape(u: UOp) -> Shape | None:
+    op = u.op
+    if op is Ops.BUFFER:
+        return (u.arg,)
+    if op is Ops.BUFFER_VIEW:
+        return (u.arg[0],)
+    if op is Ops.CONST:
+        return () if u.src else None
+    if op in GroupOp.Movement:
+        if (s := u.src[0].shape) is None:
+            raise ValueError(f"{op.name}: source {u.src[0].op} has no shape")
+        return _MOVEMENT_SHAPE[op](s, u.arg)
+    if op is Ops.REDUCE_AXIS:
+        if (s := u.src[0].shape) is None:
+            raise ValueError(f"REDUCE_AXIS: source {u.src[0].op} has no shape")
+        return shp.reduce_shape(s, u.arg[1])
+    if op in GroupOp.ALU or op in (Ops.CAST, Ops.ASSIGN):
+        shapes = [s.shape for s in u.src if s.shape is not None]
+        if any(len(s) != len(shapes[0]) or not all(shp.sint_eq(a, b) for a, b in zip(s, shapes[0])) for s in shapes):
+            raise ValueError(f"{op.name}: source shapes {' and '.join(str(s) for s in shapes)} differ "
+                             "(broadcast them explicitly with reshape/expand)")
+        return shapes[0] if shapes else None
+    if op is Ops.BITCAST:
+        if (s := u.src[0].shape) is None or u.dtype.itemsize == u.src[0].dtype.itemsize:
+            return s
+        if not s or not shp.is_int(s[-1]) or (s[-1] * u.src[0].dtype.itemsize) % u.dtype.itemsize:
+            raise ValueError(f"BITCAST: cannot bitcast shape {s} of {u.src[0].dtype!r} to {u.dtype!r}: "
+                             "the last dim's bytes must divide evenly")
+        return (*s[:-1], s[-1] * u.src[0].dtype.itemsize // u.dtype.itemsize)
+    if op in (Ops.CONTIGUOUS, Ops.DETACH, Ops.COPY, Ops.BUFFERIZE):
+        return u.src[0].shape
+    return None
+
+
+_MOVEMENT_SHAPE: dict[Ops, Callable[[Shape, Any], Shape]] = {
+    Ops.RESHAPE: shp.reshape_shape, Ops.PERMUTE: shp.permute_shape, Ops.EXPAND: shp.expand_shape,
+    Ops.PAD: shp.pad_shape, Ops.SHRINK: shp.shrink_shape, Ops.FLIP: shp.flip_shape}
+
+
+# *** range analysis ***
+def _dtype_bounds(dt: DType) -> tuple[Any, Any]:
+    if dt.count != 1 or isinstance(dt, PtrDType) or dt == dtypes.void:
+        return (-math.inf, math.inf)
+    if dtypes.is_float(dt):
+        return (-math.inf, math.inf)
+    return (dtypes.min(dt), dtypes.max(dt))
+
+
+def _cdiv(a: int, b: int) -> int:
+    q = abs(a) // abs(b)
+    return q if (a < 0) == (b < 0) else -q
+
+
+def _min_max(u: UOp) -> tuple[Any, Any]:
+    bounds = _dtype_bounds(u.dtype)
+    if not (dtypes.is_int(u.dtype) or dtypes.is_bool(u.dtype)) or u.dtype.count != 1:
+        return (u.arg, u.arg) if u.op is Ops.CONST and u.dtype.count == 1 else bounds
+    lo, hi = _raw_min_max(u)
+    # an int expression that may leave its dtype wraps: then nothing is known
+    return (lo, hi) if bounds[0] <= lo and hi <= bounds[1] else bounds
+
+
+def _raw_min_max(u: UOp) -> tuple[Any, Any]:
+    op, s = u.op, u.src
+    if op is Ops.CONST:
+        return (u.arg, u.arg)
+    if op is Ops.DEFINE_VAR:
+        return (u.arg[1], u.arg[2])
+    if op is Ops.BIND:
+        return s[0]._mm
+    if op in (Ops.RANGE, Ops.SPECIAL):
+        return (0, s[0]._mm[1] - 1) if s[0]._mm[1] >= 1 else (0, 0)
+    if op is Ops.ADD:
+        return (s[0]._mm[0] + s[1]._mm[0], s[0]._mm[1] + s[1]._mm[1])
+    if op is Ops.MUL:
+        corners = [a * b for a in s[0]._mm for b in s[1]._mm]
+        return (min(corners), max(corners))
+    if op is Ops.NEG:
+        return (-s[0]._mm[1], -s[0]._mm[0])
+    if op is Ops.MAX:
+        return (max(s[0]._mm[0], s[1]._mm[0]), max(s[0]._mm[1], s[1]._mm[1]))
+    if op is Ops.IDIV:
+        (a, b), (c, d) = s[0]._mm, s[1]._mm
+        if c > 0 or d < 0:  # the divisor's sign is known: trunc(n/m) is monotone in each argument
+            corners = [_cdiv(n, m) for n in (a, b) for m in (c, d)]
+            return (min(corners), max(corners))
+    if op is Ops.MOD:
+        (a, b), (c, d) = s[0]._mm, s[1]._mm
+        if c > 0 or d < 0:
+            m = max(abs(c), abs(d)) - 1
+            if a >= 0:
+                return (a, b) if b <= min(abs(c), abs(d)) - 1 else (0, min(m, b))
+            if b <= 0:
+                return (max(-m, a), 0)
+            return (max(-m, a), min(m, b))
+    if op is Ops.WHERE:
+        if s[0]._mm == (True, True):
+            return s[1]._mm
+        if s[0]._mm == (False, False):
+            return s[2]._mm
+        return (min(s[1]._mm[0], s[2]._mm[0]), max(s[1]._mm[1], s[2]._mm[1]))
+    if op is Ops.CMPLT:
+        (a, b), (c, d) = s[0]._mm, s[1]._mm
+        return (b < c, a < d)
+    if op in (Ops.CMPNE, Ops.CMPEQ):
+        (a, b), (c, d) = s[0]._mm, s[1]._mm
+        ne = (b < c or d < a, not (a == b == c == d))
+        return ne if op is Ops.CMPNE else (not ne[1], not ne[0])
+    if u.dtype == dtypes.bool and op in (Ops.AND, Ops.OR, Ops.XOR):
+        (a, b), (c, d) = s[0]._mm, s[1]._mm
+        if op is Ops.AND:
+            return (a and c, b and d)
+        if op is Ops.OR:
+            return (a or c, b or d)
+        if a == b and c == d:
+            return (a != c, a != c)
+        return (False, True)
+    if op is Ops.AND and s[1].op is Ops.CONST and s[1].arg >= 0 and s[0]._mm[0] >= 0:
+        return (0, min(s[1].arg, s[0]._mm[1]))
+    if op is Ops.SHL and s[1].op is Ops.CONST and s[1].arg >= 0:
+        return (s[0]._mm[0] << s[1].arg, s[0]._mm[1] << s[1].arg)
+    if op is Ops.SHR and s[1].op is Ops.CONST and s[1].arg >= 0:
+        return (s[0]._mm[0] >> s[1].arg, s[0]._mm[1] >> s[1].arg)
+    if op is Ops.CAST and (dtypes.is_int(s[0].dtype) or dtypes.is_bool(s[0].dtype)):
+        lo, hi = s[0]._mm
+        if u.dtype == dtypes.bool:
+            return (lo > 0 or hi < 0, not lo == hi == 0)
+        return (int(lo), int(hi))
+    return _dtype_bounds(u.dtype)
