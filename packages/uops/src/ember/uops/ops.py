@@ -243,7 +243,7 @@ class UOp(metaclass=UOpMetaClass):
             elif u.op in GroupOp.ALU or u.op is Ops.CAST:
                 vals[u] = exec_alu(u.op, u.dtype, tuple(vals[s] for s in u.src))
             else:
-                raise ValueError(f"evaluate: no value for {u.op} (pass it in var_vals)")
+                raise ValueError(f"evaluate: no value for {u.op.name} (pass it in var_vals)")
         return vals[self]
 
     # *** builders: values ***
@@ -302,7 +302,7 @@ class UOp(metaclass=UOpMetaClass):
         elif op not in (Ops.SHL, Ops.SHR) and any(s.dtype != self.dtype for s in srcs):
             raise TypeError(f"{op.name}: operands must have the same dtype, got {[s.dtype for s in operands]}")
         out = dtypes.bool.vec(base.count) if op in GroupOp.Comparison else base
-        return UOp(op, out, operands)
+        return _check_shape(UOp(op, out, operands))
 
     def _operand(self, x: Any) -> UOp:
         return x if isinstance(x, UOp) else UOp.const(self.dtype, x)
@@ -349,17 +349,19 @@ class UOp(metaclass=UOpMetaClass):
     def pow(self, x: Any) -> UOp: return self.alu(Ops.POW, self._operand(x))
 
     def cast(self, dtype: DType) -> UOp:
-        return self if self.dtype == dtype else UOp(Ops.CAST, dtype, (self,))
+        return self if self.dtype == dtype else _check_shape(UOp(Ops.CAST, dtype, (self,)))
 
     def bitcast(self, dtype: DType) -> UOp:
-        return self if self.dtype == dtype else UOp(Ops.BITCAST, dtype, (self,))
+        return self if self.dtype == dtype else _check_shape(UOp(Ops.BITCAST, dtype, (self,)))
 
     # *** builders: movement (validated now, so a bad shape fails where it was written) ***
     def _movement(self, op: Ops, arg: Any, rule: Callable[[Shape, Any], Shape]) -> UOp:
         if (s := self.shape) is None:
             raise ValueError(f"{op.name.lower()}: {self.op} has no shape")
-        rule(s, arg)
-        return UOp(op, self.dtype, (self,), arg)
+        new_shape = rule(s, arg)
+        if (ret := UOp(op, self.dtype, (self,), arg))._shape is _NOT_COMPUTED:
+            ret._shape = new_shape
+        return ret
 
     def reshape(self, new_shape: Iterable[sint]) -> UOp:
         new_shape = tuple(new_shape)
@@ -396,6 +398,21 @@ class UOp(metaclass=UOpMetaClass):
         axes = tuple(sorted(axes))
         return self._movement(Ops.REDUCE_AXIS, (op, axes), lambda s, a: shp.reduce_shape(s, a[1]))
 
+    # *** builders: tensor level ***
+    def contiguous(self) -> UOp:
+        return _check_shape(UOp(Ops.CONTIGUOUS, self.dtype, (self,)))
+
+    def detach(self) -> UOp:
+        return _check_shape(UOp(Ops.DETACH, self.dtype, (self,)))
+
+    def copy_to_device(self, device: str) -> UOp:
+        return _check_shape(UOp(Ops.COPY, self.dtype, (self, UOp(Ops.DEVICE, arg=device))))
+
+    def assign(self, value: UOp) -> UOp:
+        if value.dtype != self.dtype:
+            raise TypeError(f"assign: value dtype {value.dtype!r} differs from the target's {self.dtype!r}")
+        return _check_shape(UOp(Ops.ASSIGN, self.dtype, (self, value)))
+
     # *** builders: kernel level ***
     def index(self, *idxs: UOp, valid: UOp | None = None) -> UOp:
         return UOp(Ops.INDEX, self.dtype, (self, *idxs) + (() if valid is None else (valid,)))
@@ -411,6 +428,13 @@ class UOp(metaclass=UOpMetaClass):
 
 
 # *** shape inference ***
+def _check_shape(u: UOp) -> UOp:
+    # tensor-level sources (their shape is known): infer now, so a bad shape fails where it was written
+    if any(s._shape is not _NOT_COMPUTED and s._shape is not None for s in u.src):
+        u.shape  # noqa: B018
+    return u
+
+
 def _infer_shape(u: UOp) -> Shape | None:
     op = u.op
     if op is Ops.BUFFER:
