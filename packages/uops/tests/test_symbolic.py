@@ -164,3 +164,19 @@ def test_negative_numerators_left_alone():
 
 def test_symbolic_is_a_pattern_matcher():
     assert graph_rewrite((x + 0) * 1, symbolic) is x
+
+
+def test_simplify_given_valid_pad_index():
+    from ember.uops import simplify_given_valid, view_index
+
+    buf = UOp(Ops.BUFFER, dtypes.float32, (UOp(Ops.UNIQUE, arg=0), UOp(Ops.DEVICE, arg="CPU")), 24)
+    view = buf.reshape((4, 6)).permute((1, 0)).reshape((6, 4)).permute((1, 0)).pad(((1, 0), (0, 2)))
+    r0, r1 = UOp.range(5, 0), UOp.range(8, 1)
+    _, (flat,), valid = view_index(view, (r0, r1))
+    got = simplify_given_valid(flat, valid)
+    assert got is r0 * 6 + r1 + -6
+    for a in range(5):
+        for b in range(8):
+            if valid.evaluate({r0: a, r1: b}):
+                assert got.evaluate({r0: a, r1: b}) == flat.evaluate({r0: a, r1: b}) == (a - 1) * 6 + b
+    assert simplify_given_valid(x + 0, None) is x

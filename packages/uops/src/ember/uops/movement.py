@@ -28,8 +28,8 @@ def movement_index(op: Ops, arg: Any, in_shape: Shape, idxs: tuple[UOp, ...]) ->
     if op is Ops.RESHAPE:
         # flatten the output index row-major, then unflatten it in the input shape
         flat: UOp = _idx(0)
-        for i, size in zip(idxs, arg):
-            flat = flat * size + i
+        for n, (i, size) in enumerate(zip(idxs, arg)):
+            flat = i if n == 0 else flat * size + i
         out: list[UOp] = []
         for size in reversed(in_shape):
             out.append(flat % size)
@@ -50,8 +50,8 @@ def movement_index(op: Ops, arg: Any, in_shape: Shape, idxs: tuple[UOp, ...]) ->
             if not (is_int(before) and before == 0):
                 valid = _and(valid, i >= before)
             if not (is_int(after) and after == 0):
-                valid = _and(valid, i < _idx(s) + before)
-            ret_pad.append(i - before)
+                valid = _and(valid, i < (_idx(s) if is_int(before) and before == 0 else _idx(s) + before))
+            ret_pad.append(i if is_int(before) and before == 0 else i - before)
         return tuple(ret_pad), valid
     if op is Ops.SHRINK:
         return tuple(i + b for i, (b, _) in zip(idxs, arg)), None

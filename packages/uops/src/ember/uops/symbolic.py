@@ -160,21 +160,20 @@ def _not_larger(new: UOp, old: UOp) -> UOp | None:
 
 
 def fold_divmod(d: UOp, x: UOp, c: UOp) -> UOp | None:
-    """x // c and x % c for x >= 0 and c > 0: split x into the terms c divides and a remainder in range."""
+    """x // c and x % c for x >= 0 and c > 0: write x = c*q + r and fold when the remainder r is known in range."""
     if c.arg <= 0 or x.vmin < 0:
         return None
     terms, k = _terms(x)
     quot = [(b, m // c.arg) for b, m in terms if m % c.arg == 0]
     rem = [(b, m % c.arg) for b, m in terms if m % c.arg != 0]
-    if any(b.vmin < 0 for b, _ in rem):
-        return None
-    rem_k = k % c.arg
-    r = _build_sum(x.dtype, rem, rem_k)
-    if r.vmax < c.arg:  # the remainder is in [0, c): it is x % c, and x // c is the quotient alone
-        ret = r if d.op is Ops.MOD else _build_sum(x.dtype, quot, k // c.arg)
-        return _not_larger(ret, d)
-    if len(rem) == len(terms) and rem_k == k:
-        return None  # nothing to split off
+    for rem_k in (k % c.arg, k % c.arg - c.arg):
+        r = _build_sum(x.dtype, rem, rem_k)
+        if 0 <= r.vmin and r.vmax < c.arg:  # r in [0, c): it is x % c, and x // c is q alone
+            ret = r if d.op is Ops.MOD else _build_sum(x.dtype, quot, (k - rem_k) // c.arg)
+            return _not_larger(ret, d)
+    r = _build_sum(x.dtype, rem, k % c.arg)
+    if r.vmin < 0 or (len(rem) == len(terms) and k % c.arg == k):
+        return None  # nothing to split off, or a remainder whose sign is unknown
     if d.op is Ops.MOD:
         return _not_larger(r % c.arg, d)
     return _not_larger(_build_sum(x.dtype, quot, k // c.arg) + r // c.arg, d)
@@ -287,3 +286,36 @@ symbolic = symbolic_simple + PatternMatcher([
     ((ivar % UPat.cvar("c1")) % UPat.cvar("c2"), fold_nested_mod),
     (UPat(Ops.ADD, dtype=_INTS, name="a"), recombine_divmod),
 ])
+
+
+# *** simplification under a validity condition ***
+def _parse_bound(clause: UOp) -> tuple[UOp, int | None, int | None] | None:
+    """(x, lo, hi) for a clause `x < c` (hi = c-1) or `(x < c) ^ True` (lo = c) on an int expression x."""
+    if clause.op is Ops.CMPLT and clause.src[1].op is Ops.CONST and dtypes.is_int(clause.src[0].dtype):
+        return clause.src[0], None, clause.src[1].arg - 1
+    if clause.op is Ops.XOR and clause.src[1].op is Ops.CONST and clause.src[1].arg is True and \
+            (inner := _parse_bound(clause.src[0])) is not None and inner[2] is not None:
+        return inner[0], inner[2] + 1, None
+    return None
+
+
+def simplify_given_valid(idx: UOp, valid: UOp | None) -> UOp:
+    """`idx` simplified knowing `valid` holds (a conjunction of bounds on variables and ranges, as PAD makes)."""
+    if valid is None:
+        return idx.simplify()
+    clauses, stack = [], [valid.simplify()]
+    while stack:
+        if (u := stack.pop()).op is Ops.AND and u.dtype == dtypes.bool:
+            stack.extend(u.src)
+        else:
+            clauses.append(u)
+    bounds: dict[UOp, list[int]] = {}
+    for cl in clauses:
+        if (b := _parse_bound(cl)) is not None and b[0].op in (Ops.RANGE, Ops.DEFINE_VAR, Ops.SPECIAL):
+            lo, hi = bounds.setdefault(b[0], [int(b[0].vmin), int(b[0].vmax)])
+            bounds[b[0]] = [max(lo, b[1]) if b[1] is not None else lo, min(hi, b[2]) if b[2] is not None else hi]
+    if not bounds or any(lo > hi for lo, hi in bounds.values()):
+        return idx.simplify()
+    narrowed = {v: UOp.variable(f"_valid{i}", lo, hi, v.dtype) for i, (v, (lo, hi)) in enumerate(bounds.items())}
+    ret = idx.substitute(narrowed).simplify().substitute({n: v for v, n in narrowed.items()})
+    return ret if len(ret.toposort()) <= len((plain := idx.simplify()).toposort()) else plain
