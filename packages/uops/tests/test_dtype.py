@@ -26,7 +26,8 @@ def test_promotion_lattice(a, b, expected):
     assert least_upper_dtype(b, a) == expected
 
 
-@pytest.mark.parametrize("a, b", [(dtypes.int8, dtypes.uint8), (dtypes.int16, dtypes.uint32), (dtypes.bool, dtypes.int64),
+@pytest.mark.parametrize("a, b", [(dtypes.int8, dtypes.uint8), (dtypes.int16, dtypes.uint32),
+                                  (dtypes.bool, dtypes.int64),
                                   (dtypes.float16, dtypes.float64),
                                   (dtypes.uint8, dtypes.int8), (dtypes.uint16, dtypes.int32)])
 def test_promotion_matches_numpy(a, b):

@@ -83,7 +83,8 @@ def test_pm_add_combines_in_order():
 
 def test_graph_rewrite_fixed_point_and_sources_first():
     # x*2 -> x+x, then (x+x) -> x*2 would loop; here: fold (a+1)+1 chains completely
-    pm = PatternMatcher([((UPat.var("a") + UPat.cvar("c1")) + UPat.cvar("c2"), lambda a, c1, c2: a + (c1.arg + c2.arg))])
+    pm = PatternMatcher([((UPat.var("a") + UPat.cvar("c1")) + UPat.cvar("c2"),
+                          lambda a, c1, c2: a + (c1.arg + c2.arg))])
     e = x
     for _ in range(50):
         e = e + 1

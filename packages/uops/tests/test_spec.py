@@ -12,7 +12,8 @@ def test_valid_tensor_graph_passes():
     b = buf(4).reshape((1, 4)).expand((3, 4))
     out = (a * b + UOp.const(dtypes.float32, 1.0, "CPU").reshape((1, 1)).expand((3, 4))).reduce_axis(Ops.ADD, (1,))
     n = UOp.variable("n", 1, 3)
-    verify(UOp.sink(out.contiguous(), out.detach(), a.copy_to_device("CPU:1"), a.assign(a * a), a.pad(((0, 1), (2, 0))).flip((True, False)),
+    verify(UOp.sink(out.contiguous(), out.detach(), a.copy_to_device("CPU:1"), a.assign(a * a),
+                    a.pad(((0, 1), (2, 0))).flip((True, False)),
                     a.shrink(((0, 2), (1, 3))).permute((1, 0)), a.cast(dtypes.int32), n.bind(2)), "tensor")
 
 

@@ -3,8 +3,17 @@ math, and per-stage verifiers. Every other Ember package builds on this one."""
 
 __version__ = "0.1.0"
 
-from ember.uops.dtype import (AddrSpace, DType, PtrDType, dtypes, from_numpy_dtype, least_upper_dtype,  # noqa: E402
-                              sum_acc_dtype, to_numpy_dtype, truncate)
+from ember.uops.dtype import (  # noqa: E402
+                              AddrSpace,
+                              DType,
+                              PtrDType,
+                              dtypes,
+                              from_numpy_dtype,
+                              least_upper_dtype,
+                              sum_acc_dtype,
+                              to_numpy_dtype,
+                              truncate,
+)
 from ember.uops.movement import movement_index, view_index  # noqa: E402
 from ember.uops.ops import GroupOp, Ops, UOp  # noqa: E402
 from ember.uops.render import render, render_expr  # noqa: E402

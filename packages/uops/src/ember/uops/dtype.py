@@ -61,7 +61,8 @@ class PtrDType(DType):
     size: int = -1
 
     def __repr__(self) -> str:
-        return f"{self.base!r}.ptr({self.size}{'' if self.addrspace is AddrSpace.GLOBAL else ', ' + str(self.addrspace)})"
+        space = "" if self.addrspace is AddrSpace.GLOBAL else f", {self.addrspace}"
+        return f"{self.base!r}.ptr({self.size}{space})"
 
     def vec(self, count: int) -> DType:
         raise TypeError(f"vec: pointer types cannot be vectorized ({self!r})")
@@ -236,7 +237,7 @@ def least_upper_dtype(*ds: DType) -> DType:
 
 
 def sum_acc_dtype(dt: DType) -> DType:
-    """The accumulator dtype of a sum, as PyTorch picks: bool/ints -> int64 (uint64 for unsigned), floats keep theirs."""
+    """The accumulator dtype of a sum, as PyTorch picks: bool/ints -> int64 (uint64 if unsigned), floats keep theirs."""
     if dtypes.is_unsigned(dt):
         return dtypes.uint64
     if dtypes.is_int(dt) or dt == dtypes.bool:

@@ -76,7 +76,9 @@ class UOpMetaClass(type):
     def __call__(cls, op: Ops, dtype: DType = dtypes.void, src: tuple[UOp, ...] = (), arg: Any = None,
                  tag: Any = None) -> UOp:
         # floats compare equal across the sign of zero: keep -0.0 and 0.0 apart in the key
-        key = (op, dtype, src, arg, tag) if type(arg) is not float else (op, dtype, src, arg, tag, math.copysign(1, arg))
+        key = (op, dtype, src, arg, tag)
+        if type(arg) is float:
+            key += (math.copysign(1, arg),)
         if (ref := UOpMetaClass.ucache.get(key)) is not None and (ret := ref()) is not None:
             return ret
         ret = super().__call__(op, dtype, src, arg, tag)
@@ -283,7 +285,8 @@ class UOp(metaclass=UOpMetaClass):
     @staticmethod
     def range(end: sint, axis_id: int, kind: Any = None) -> UOp:
         """A loop index 0 <= r < end; `axis_id` tells ranges apart, `kind` says how codegen treats it."""
-        return UOp(Ops.RANGE, dtypes.index, (UOp.const(dtypes.index, end) if shp.is_int(end) else end,), (axis_id, kind))
+        end_uop = UOp.const(dtypes.index, end) if shp.is_int(end) else end
+        return UOp(Ops.RANGE, dtypes.index, (end_uop,), (axis_id, kind))
 
     @staticmethod
     def sink(*srcs: UOp, arg: Any = None) -> UOp:
@@ -298,7 +301,8 @@ class UOp(metaclass=UOpMetaClass):
             if self.dtype.scalar() != dtypes.bool:
                 raise TypeError(f"WHERE: condition must be bool, got {self.dtype!r}")
             if srcs[0].dtype != srcs[1].dtype:
-                raise TypeError(f"WHERE: branches must have the same dtype, got {srcs[0].dtype!r} and {srcs[1].dtype!r}")
+                raise TypeError(f"WHERE: branches must have the same dtype, got {srcs[0].dtype!r} and "
+                                f"{srcs[1].dtype!r}")
         elif op not in (Ops.SHL, Ops.SHR) and any(s.dtype != self.dtype for s in srcs):
             raise TypeError(f"{op.name}: operands must have the same dtype, got {[s.dtype for s in operands]}")
         out = dtypes.bool.vec(base.count) if op in GroupOp.Comparison else base

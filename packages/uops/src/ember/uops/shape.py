@@ -66,7 +66,8 @@ def reshape_shape(shape: Shape, new_shape: Shape) -> Shape:
 
 def permute_shape(shape: Shape, order: tuple[int, ...]) -> Shape:
     if sorted(order) != list(range(len(shape))):
-        raise ValueError(f"permute: order {tuple(order)} is not a permutation of the {len(shape)} axes of {tuple(shape)}")
+        raise ValueError(f"permute: order {tuple(order)} is not a permutation of the {len(shape)} axes of "
+                         f"{tuple(shape)}")
     return tuple(shape[i] for i in order)
 
 
@@ -93,7 +94,8 @@ def shrink_shape(shape: Shape, bounds: tuple[tuple[sint, sint], ...]) -> Shape:
         raise ValueError(f"shrink: bounds {bounds} need one (begin, end) pair per dim of {tuple(shape)}")
     for s, (b, e) in zip(shape, bounds):
         if all(is_int(x) for x in (s, b, e)) and not 0 <= b <= e <= s:
-            raise ValueError(f"shrink: bounds {bounds} out of range for shape {tuple(shape)}: need 0 <= begin <= end <= size")
+            raise ValueError(f"shrink: bounds {bounds} out of range for shape {tuple(shape)}: "
+                             "need 0 <= begin <= end <= size")
     return tuple(e - b for b, e in bounds)
 
 
@@ -105,5 +107,6 @@ def flip_shape(shape: Shape, flips: tuple[bool, ...]) -> Shape:
 
 def reduce_shape(shape: Shape, axes: tuple[int, ...]) -> Shape:
     if any(not 0 <= a < len(shape) for a in axes) or len(set(axes)) != len(axes):
-        raise ValueError(f"reduce: axes {axes} are not distinct axes of shape {tuple(shape)} (0 <= axis < {len(shape)})")
+        raise ValueError(f"reduce: axes {axes} are not distinct axes of shape {tuple(shape)} "
+                         f"(0 <= axis < {len(shape)})")
     return tuple(1 if i in axes else s for i, s in enumerate(shape))
