@@ -51,6 +51,23 @@ class Ops(Enum):
         return f"Ops.{self.name}"
 
 
+class AxisType(Enum):
+    """How codegen treats a RANGE: output axes are GLOBAL (LOOP once split off for threads), reduce axes REDUCE; opts
+    split off UPCAST (output) and UNROLL (reduce) inner ranges of a constant size, THREAD ranges go to CPU cores."""
+
+    GLOBAL = auto()
+    LOCAL = auto()
+    LOOP = auto()
+    THREAD = auto()
+    REDUCE = auto()
+    GROUP_REDUCE = auto()
+    UPCAST = auto()
+    UNROLL = auto()
+
+    def __repr__(self) -> str:
+        return f"AxisType.{self.name}"
+
+
 class GroupOp:
     Unary = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL, Ops.NEG, Ops.TRUNC})
     Binary = frozenset({Ops.ADD, Ops.MUL, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.AND,
