@@ -3,8 +3,19 @@
 Run: python tools/demo_rewrite.py  (or `hatch run demo`)
 """
 
-from ember.uops import (Ops, PatternMatcher, UOp, UPat, dtypes, graph_rewrite, render, render_expr, simplify_given_valid,
-                        verify, view_index)
+from ember.uops import (
+    Ops,
+    PatternMatcher,
+    UOp,
+    UPat,
+    dtypes,
+    graph_rewrite,
+    render,
+    render_expr,
+    simplify_given_valid,
+    verify,
+    view_index,
+)
 
 
 def main() -> None:
@@ -23,8 +34,10 @@ def main() -> None:
     print(f"valid where: {render_expr(simple_valid)}\n")
 
     # a rule table of your own: strength-reduce multiplication by a power of two into a shift
-    pm = PatternMatcher([(UPat.var("x", dtypes.index) * UPat.cvar("c"),
-                          lambda x, c: x << (c.arg.bit_length() - 1) if c.arg > 1 and c.arg & (c.arg - 1) == 0 else None)])
+    def mul_to_shift(x: UOp, c: UOp) -> UOp | None:
+        return x << (c.arg.bit_length() - 1) if c.arg > 1 and c.arg & (c.arg - 1) == 0 else None
+
+    pm = PatternMatcher([(UPat.var("x", dtypes.index) * UPat.cvar("c"), mul_to_shift)])
     shifted = graph_rewrite(simple, pm)
     print(f"with a custom rule (x*2^k -> x<<k):\n  {render_expr(shifted)}")
     r0, r1 = idxs
