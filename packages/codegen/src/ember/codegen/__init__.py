@@ -1,3 +1,14 @@
-"""ember.codegen: lowers a kernel AST to a rendered program (opts, lower, linearize, render)."""
+"""ember.codegen: a kernel AST becomes a program: opts (heuristic or given), lower, linearize, render."""
 
-__version__ = "0.0.1"
+__version__ = "0.1.0"
+
+from ember.codegen.cstyle import CRenderer  # noqa: E402
+from ember.codegen.linearize import linearize  # noqa: E402
+from ember.codegen.lower import lower  # noqa: E402
+from ember.codegen.opt import KernelOptError, apply_opts, hand_coded_opts, kernel_ranges  # noqa: E402
+from ember.codegen.program import BufferArg, Estimates, Opt, OptOps, ProgramSpec  # noqa: E402
+from ember.codegen.renderer import Renderer  # noqa: E402
+from ember.codegen.pipeline import to_program  # noqa: E402
+
+__all__ = ["CRenderer", "linearize", "lower", "KernelOptError", "apply_opts", "hand_coded_opts", "kernel_ranges",
+           "BufferArg", "Estimates", "Opt", "OptOps", "ProgramSpec", "Renderer", "to_program"]

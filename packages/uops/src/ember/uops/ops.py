@@ -439,7 +439,9 @@ class UOp(metaclass=UOpMetaClass):
         return UOp(Ops.INDEX, self.dtype, (self, *idxs) + (() if valid is None else (valid,)))
 
     def load(self, *srcs: UOp, dtype: DType | None = None) -> UOp:
-        return UOp(Ops.LOAD, dtype if dtype is not None else self.dtype, (self, *srcs))
+        if dtype is None:
+            dtype = self.dtype.base if isinstance(self.dtype, PtrDType) else self.dtype
+        return UOp(Ops.LOAD, dtype, (self, *srcs))
 
     def store(self, value: UOp, *srcs: UOp) -> UOp:
         return UOp(Ops.STORE, dtypes.void, (self, value, *srcs))

@@ -125,8 +125,9 @@ def fold_known_value(x: UOp) -> UOp | None:
     return UOp.const(x.dtype, x.vmin) if x.vmin == x.vmax else None
 
 
-def _terms(x: UOp) -> tuple[list[tuple[UOp, int]], int]:
-    """x as sum(base * coeff) + const, looking through ADD and multiplication by constants."""
+def linear_terms(x: UOp) -> tuple[list[tuple[UOp, int]], int]:
+    """x as sum(base * coeff) + const, looking through ADD and multiplication by constants (`x*4 + y + 3` ->
+    ([(x, 4), (y, 1)], 3))."""
     terms: list[tuple[UOp, int]] = []
     const = 0
     stack: list[tuple[UOp, int]] = [(x, 1)]
@@ -163,7 +164,7 @@ def fold_divmod(d: UOp, x: UOp, c: UOp) -> UOp | None:
     """x // c and x % c for x >= 0 and c > 0: write x = c*q + r and fold when the remainder r is known in range."""
     if c.arg <= 0 or x.vmin < 0:
         return None
-    terms, k = _terms(x)
+    terms, k = linear_terms(x)
     quot = [(b, m // c.arg) for b, m in terms if m % c.arg == 0]
     rem = [(b, m % c.arg) for b, m in terms if m % c.arg != 0]
     for rem_k in (k % c.arg, k % c.arg - c.arg):
@@ -193,7 +194,7 @@ def recombine_divmod(a: UOp) -> UOp | None:
     """Undo the index split of a reshape: (x//c)*c*m + (x%c)*m -> x*m and ((x//c)%b)*c*m + (x%c)*m -> (x%(c*b))*m."""
     if not any(s.op is Ops.MOD or (s.op is Ops.MUL and s.src[0].op is Ops.MOD) for s in a.src):
         return None  # cheap reject: the modulo term of the pair is added last when a reshape builds the index
-    terms, k = _terms(a)
+    terms, k = linear_terms(a)
     mods = {(b.src[0], b.src[1].arg): i for i, (b, _) in enumerate(terms)
             if b.op is Ops.MOD and b.src[1].op is Ops.CONST and b.src[1].arg > 0}
     if not mods:

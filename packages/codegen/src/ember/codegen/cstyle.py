@@ -1,0 +1,200 @@
+"""C renderer: a linear program becomes one C function; OpenMP shares THREAD loops across cores."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+
+from ember.uops import AxisType, DType, Ops, PtrDType, UOp, dtypes
+
+from ember.codegen.renderer import Renderer
+
+C_TYPES = {dtypes.bool: "_Bool", dtypes.int8: "signed char", dtypes.uint8: "unsigned char", dtypes.int16: "short",
+           dtypes.uint16: "unsigned short", dtypes.int32: "int", dtypes.uint32: "unsigned int",
+           dtypes.int64: "long long", dtypes.uint64: "unsigned long long", dtypes.index: "long long",
+           dtypes.float16: "_Float16", dtypes.float32: "float", dtypes.float64: "double"}
+
+_PRELUDE = """#include <math.h>
+static inline float emb_maxf(float a, float b) { return (a != a || a > b) ? a : b; }
+static inline double emb_max(double a, double b) { return (a != a || a > b) ? a : b; }
+"""
+
+# float math of each width; float16 computes in float
+_MATH = {"float": ("exp2f", "log2f", "sinf", "sqrtf", "truncf", "powf", "fmodf", "emb_maxf"),
+         "double": ("exp2", "log2", "sin", "sqrt", "trunc", "pow", "fmod", "emb_max")}
+
+
+def render_const(value: int | float | bool, dtype: DType) -> str:
+    if dtype == dtypes.bool:
+        return "1" if value else "0"
+    if dtypes.is_float(dtype):
+        v = float(value)
+        if math.isnan(v):
+            txt = "NAN"
+        elif math.isinf(v):
+            txt = "INFINITY" if v > 0 else "(-INFINITY)"
+        else:
+            txt = repr(v) + ("f" if dtype != dtypes.float64 else "")
+        return txt if dtype in (dtypes.float32, dtypes.float64) else f"(({C_TYPES[dtype]}){txt})"
+    v = int(value)
+    if dtype in (dtypes.int64, dtypes.index) and v == dtypes.min(dtypes.int64):
+        return "(-9223372036854775807ll-1)"
+    if dtype == dtypes.int32 and v == dtypes.min(dtypes.int32):
+        return "(-2147483647-1)"
+    suffix = {dtypes.int64: "ll", dtypes.index: "ll", dtypes.uint64: "ull", dtypes.uint32: "u"}.get(dtype, "")
+    return f"{v}{suffix}" if dtype in (dtypes.int32, dtypes.int64, dtypes.index, dtypes.uint32, dtypes.uint64) \
+        else f"(({C_TYPES[dtype]}){v})"
+
+
+class CRenderer(Renderer):
+    """C for the host: one function per kernel, `restrict` buffer pointers, OpenMP for THREAD loops."""
+
+    device = "CPU"
+    has_threads = True
+    max_threads = int(os.environ.get("OMP_NUM_THREADS", 0)) or (os.cpu_count() or 1)
+    max_vector = 16
+    supports_dtypes = tuple(C_TYPES)
+
+    def ctype(self, dt: DType) -> str:
+        if isinstance(dt, PtrDType):
+            return self.ctype(dt.base) + "*"
+        if dt not in C_TYPES:
+            raise NotImplementedError(f"CRenderer: dtype {dt!r} is not supported by the C renderer yet")
+        return C_TYPES[dt]
+
+    def _alu(self, u: UOp, a: list[str]) -> str:
+        op, dt = u.op, u.src[0].dtype if u.op in (Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ) else u.dtype
+        is_float = dtypes.is_float(dt)
+        fns = _MATH["double" if dt == dtypes.float64 else "float"]
+        binary: dict[Ops, Callable[[str, str], str]] = {
+            Ops.ADD: lambda x, y: f"({x}+{y})", Ops.MUL: lambda x, y: f"({x}*{y})",
+            Ops.IDIV: lambda x, y: f"({x}/{y})", Ops.FDIV: lambda x, y: f"({x}/{y})",
+            Ops.MOD: (lambda x, y: f"{fns[6]}({x}, {y})") if is_float else (lambda x, y: f"({x}%{y})"),
+            Ops.MAX: (lambda x, y: f"{fns[7]}({x}, {y})") if is_float else (lambda x, y: f"(({x}>{y})?{x}:{y})"),
+            Ops.CMPLT: lambda x, y: f"({x}<{y})", Ops.CMPNE: lambda x, y: f"({x}!={y})",
+            Ops.CMPEQ: lambda x, y: f"({x}=={y})", Ops.AND: lambda x, y: f"({x}&{y})",
+            Ops.OR: lambda x, y: f"({x}|{y})", Ops.XOR: lambda x, y: f"({x}^{y})",
+            Ops.SHL: lambda x, y: f"({x}<<{y})", Ops.SHR: lambda x, y: f"({x}>>{y})",
+            Ops.POW: lambda x, y: f"{fns[5]}({x}, {y})"}
+        unary = {Ops.EXP2: fns[0], Ops.LOG2: fns[1], Ops.SIN: fns[2], Ops.SQRT: fns[3], Ops.TRUNC: fns[4]}
+        if op in binary:
+            ret = binary[op](a[0], a[1])
+        elif op in unary:
+            ret = f"{unary[op]}({a[0]})"
+        elif op is Ops.NEG:
+            ret = f"(-{a[0]})"
+        elif op is Ops.RECIPROCAL:
+            ret = f"(1.0f/{a[0]})" if dt != dtypes.float64 else f"(1.0/{a[0]})"
+        elif op is Ops.WHERE:
+            ret = f"({a[0]}?{a[1]}:{a[2]})"
+        elif op is Ops.MULACC:
+            ret = f"(({a[0]}*{a[1]})+{a[2]})"
+        else:
+            raise NotImplementedError(f"CRenderer: {op} is not supported")
+        # float16 math runs in float; the result is converted back where it is stored
+        return f"(({self.ctype(u.dtype)}){ret})" if dt == dtypes.float16 and op in unary else ret
+
+    def render(self, name: str, uops: tuple[UOp, ...]) -> str:
+        uses: dict[UOp, int] = {}
+        loop_of: dict[UOp, UOp | None] = {}
+        stack: list[UOp] = []
+        for u in uops:
+            for s in u.src:
+                uses[s] = uses.get(s, 0) + 1
+            loop_of[u] = stack[-1] if stack else None
+            if u.op is Ops.RANGE:
+                stack.append(u)
+            elif u.op is Ops.END:
+                stack.pop()
+        users_loop: dict[UOp, UOp | None] = {}
+        for u in uops:
+            for s in u.src:
+                users_loop[s] = loop_of[u]
+
+        bitcast_srcs = {u.src[0] for u in uops if u.op is Ops.BITCAST}
+
+        def inlinable(u: UOp) -> bool:
+            # one use in the same loop: the expression moves into its user (no work moves into an inner loop)
+            return u.op in (Ops.CONST, Ops.INDEX) or (u not in bitcast_srcs and u.op in (*_ALU_OPS, Ops.CAST) and
+                                                      uses.get(u, 0) == 1 and users_loop.get(u) is loop_of[u])
+
+        names: dict[UOp, str] = {}
+        params: list[tuple[int, str]] = []
+        written = {u.src[0].src[0] for u in uops if u.op is Ops.STORE and u.src[0].op is Ops.INDEX}
+        lines: list[str] = []
+        counter = 0
+        depth = 1
+
+        def emit(line: str) -> None:
+            lines.append("  " * depth + line)
+
+        for u in uops:
+            a = [names.get(s, "") for s in u.src]
+            if u.op is Ops.PARAM:
+                names[u] = f"data{u.arg}"
+                const = "" if u in written else "const "
+                params.append((u.arg, f"{const}{self.ctype(u.dtype.base)}* restrict {names[u]}"))
+            elif u.op is Ops.DEFINE_VAR:
+                names[u] = u.arg[0]
+                params.append((10**6 + len(params), f"long long {u.arg[0]}"))
+            elif u.op is Ops.CONST:
+                names[u] = render_const(u.arg, u.dtype)
+            elif u.op is Ops.RANGE:
+                r = names[u] = f"r{u.arg[0]}"
+                kind = u.arg[1]
+                if kind is AxisType.THREAD:
+                    emit(f"#pragma omp parallel for num_threads({self.max_threads}) if({a[0]} > 1)")
+                elif kind in (AxisType.UPCAST, AxisType.UNROLL) and u.src[0].op is Ops.CONST:
+                    emit(f"#pragma GCC unroll {u.src[0].arg}")
+                emit(f"for (long long {r} = 0; {r} < {a[0]}; {r}++) {{")
+                depth += 1
+            elif u.op is Ops.END:
+                depth -= 1
+                emit("}")
+            elif u.op is Ops.DEFINE_REG:
+                names[u] = f"acc{u.arg}"
+            elif u.op is Ops.INDEX:
+                names[u] = f"{a[0]}[{a[1]}]"
+            elif u.op is Ops.LOAD:
+                if u.src[0].op is Ops.DEFINE_REG:
+                    names[u] = a[0]
+                    continue
+                idx = u.src[0]
+                val = f"{names[idx]}" if len(idx.src) == 2 else f"({names[idx.src[2]]}?{names[idx]}:0)"
+                names[u] = f"val{counter}"
+                counter += 1
+                emit(f"{self.ctype(u.dtype)} {names[u]} = {val};")
+            elif u.op is Ops.STORE:
+                if u.src[0].op is Ops.DEFINE_REG:
+                    acc = u.src[0]
+                    init = u.src[1] is acc.src[0]  # the identity: the STORE that starts a reduce declares it
+                    emit(f"{self.ctype(acc.dtype)} {a[0]} = {a[1]};" if init else f"{a[0]} = {a[1]};")
+                    continue
+                idx = u.src[0]
+                store = f"{names[idx]} = {a[1]};"
+                emit(store if len(idx.src) == 2 else f"if ({names[idx.src[2]]}) {store}")
+            elif u.op in _ALU_OPS or u.op in (Ops.CAST, Ops.BITCAST):
+                if u.op is Ops.CAST:
+                    expr = f"(({self.ctype(u.dtype)}){a[0]})"
+                elif u.op is Ops.BITCAST:
+                    expr = f"({{ {self.ctype(u.dtype)} t_; __builtin_memcpy(&t_, &{a[0]}, sizeof(t_)); t_; }})"
+                else:
+                    expr = self._alu(u, a)
+                if inlinable(u):
+                    names[u] = expr
+                else:
+                    names[u] = f"alu{counter}"
+                    counter += 1
+                    emit(f"{self.ctype(u.dtype)} {names[u]} = {expr};")
+            elif u.op in (Ops.SINK, Ops.NOOP):
+                continue
+            else:
+                raise NotImplementedError(f"CRenderer: cannot render {u.op}")
+        signature = ", ".join(p for _, p in sorted(params))
+        return _PRELUDE + f"void {name}({signature}) {{\n" + "\n".join(lines) + "\n}\n"
+
+
+_ALU_OPS = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL, Ops.NEG, Ops.TRUNC, Ops.ADD, Ops.MUL,
+                      Ops.IDIV, Ops.MOD, Ops.MAX, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.AND, Ops.OR, Ops.XOR,
+                      Ops.SHL, Ops.SHR, Ops.FDIV, Ops.POW, Ops.WHERE, Ops.MULACC})

@@ -1,0 +1,118 @@
+"""Linearize: order a lowered kernel graph into a flat program with properly nested loops.
+
+Every UOp is placed in the innermost loop among the ranges it depends on (so loop-invariant work is hoisted out of
+inner loops). Each loop's body is then ordered by dependencies, a nested loop being one item of its parent's body.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+from ember.uops import Ops, UOp, dtypes
+
+_STRUCTURAL = (Ops.SINK, Ops.END)  # kept in the graph for ordering, not emitted as such
+
+
+def linearize(sink: UOp) -> tuple[UOp, ...]:
+    """The program of `sink` as a tuple of UOps in execution order, loops as RANGE ... END(range)."""
+    nodes = sink.toposort()
+    position = {u: i for i, u in enumerate(nodes)}
+    rs: dict[UOp, frozenset[UOp]] = {}
+    for n in nodes:
+        s = frozenset().union(*(rs[x] for x in n.src)) if n.src else frozenset()
+        if n.op is Ops.RANGE:
+            s = s | {n}
+        elif n.op is Ops.END:
+            s = s - set(n.src[1:])
+        rs[n] = s
+
+    # the loop tree: the ranges an END closes nest in the order listed, inside the loop the END itself sits in
+    parent: dict[UOp, UOp | None] = {}
+    depth: dict[UOp | None, int] = {None: -1}
+
+    def deepest(ranges: frozenset[UOp]) -> UOp | None:
+        return max(ranges, key=lambda r: depth[r], default=None)
+
+    for e in reversed([n for n in nodes if n.op is Ops.END]):
+        outer = deepest(rs[e])
+        for r in e.src[1:]:
+            if r in parent:
+                raise AssertionError(f"linearize: range {r.arg} is closed by more than one END")
+            parent[r], depth[r] = outer, depth[outer] + 1
+            outer = r
+    if missing := [n for n in nodes if n.op is Ops.RANGE and n not in parent]:
+        raise AssertionError(f"linearize: ranges {[r.arg for r in missing]} are never closed by an END")
+    place = {n: (n if n.op is Ops.RANGE else deepest(rs[n])) for n in nodes}
+
+    def item_in(scope: UOp | None, p: UOp | None) -> UOp | None:
+        # the item of `scope`'s body that holds place p: the child loop on the way down to p (None if p is outside)
+        while p is not None and parent[p] is not scope:
+            p = parent[p]
+        return p
+
+    members: dict[UOp | None, list[UOp]] = {}
+    for n in nodes:
+        if n.op is not Ops.RANGE:
+            members.setdefault(place[n], []).append(n)
+    children: dict[UOp | None, list[UOp]] = {}
+    for r, p in parent.items():
+        children.setdefault(p, []).append(r)
+
+    out: list[UOp] = []
+
+    def subtree(r: UOp) -> list[UOp]:
+        # every UOp inside loop r, the ranges of the loops it holds (and r) included
+        ret, stack = [], [r]
+        while stack:
+            x = stack.pop()
+            ret.append(x)
+            ret.extend(members.get(x, []))
+            stack.extend(children.get(x, []))
+        return ret
+
+    def emit(scope: UOp | None) -> None:
+        items: list[UOp] = members.get(scope, []) + children.get(scope, [])
+        deps: dict[UOp, set[UOp]] = {it: set() for it in items}
+        for it in items:
+            inside = subtree(it) if it.op is Ops.RANGE else [it]
+            for n in inside:
+                for s in n.src:
+                    if s.op is Ops.RANGE and s is it:
+                        continue
+                    if (dep := _owner(scope, s, place, item_in)) is not None and dep is not it:
+                        deps[it].add(dep)
+        # Kahn's algorithm, preferring the order of the original toposort
+        users: dict[UOp, list[UOp]] = {it: [] for it in items}
+        for it, ds in deps.items():
+            for d in ds:
+                users[d].append(it)
+        remaining = {it: len(ds) for it, ds in deps.items()}
+        heap = [(position[it], it.op.value, id(it), it) for it, c in remaining.items() if c == 0]
+        heapq.heapify(heap)
+        done = 0
+        while heap:
+            *_, it = heapq.heappop(heap)
+            done += 1
+            if it.op is Ops.RANGE and it in parent and parent[it] is scope:
+                out.append(it)
+                emit(it)
+                out.append(UOp(Ops.END, dtypes.void, (it,)))
+            elif it.op not in _STRUCTURAL:
+                out.append(it)
+            for u in users[it]:
+                remaining[u] -= 1
+                if remaining[u] == 0:
+                    heapq.heappush(heap, (position[u], u.op.value, id(u), u))
+        if done != len(items):
+            raise AssertionError("linearize: the loop body has a dependency cycle")
+
+    emit(None)
+    return tuple(out)
+
+
+def _owner(scope: UOp | None, s: UOp, place: dict[UOp, UOp | None], item_in) -> UOp | None:  # type: ignore[no-untyped-def]
+    """The item of `scope`'s body that must come before a user of s (None if s is emitted outside the scope)."""
+    p = place[s]
+    if s.op is not Ops.RANGE and p is scope:
+        return s
+    return item_in(scope, p)

@@ -1,0 +1,73 @@
+"""`to_program`: the codegen pipeline, top to bottom."""
+
+from __future__ import annotations
+
+import os
+
+from ember.uops import AxisType, Ops, UOp, graph_rewrite, symbolic, verify
+
+from ember.codegen.linearize import linearize
+from ember.codegen.lower import lower
+from ember.codegen.opt import apply_opts, hand_coded_opts, kernel_ranges, range_size
+from ember.codegen.program import BufferArg, Estimates, Opt, ProgramSpec
+from ember.codegen.renderer import Renderer
+
+
+def kernel_name(ast: UOp) -> str:
+    """`E_` (elementwise) or `r_` (with a reduce), then the sizes of the axes: `r_64_32_4`."""
+    rngs = kernel_ranges(ast)
+    prefix = "r" if any(r.arg[1] in (AxisType.REDUCE, AxisType.UNROLL) for r in rngs) else "E"
+    return "_".join([prefix] + [str(range_size(r) if range_size(r) is not None else "n") for r in rngs]) \
+        if rngs else f"{prefix}_1"
+
+
+def estimate(uops: tuple[UOp, ...]) -> Estimates:
+    """FLOPs and buffer bytes of one launch, counting each op once per iteration of the loops around it."""
+    flops = read = written = 0
+    mult, stack = 1, []
+    for u in uops:
+        if u.op is Ops.RANGE:
+            stack.append(mult)
+            mult *= u.src[0].arg if u.src[0].op is Ops.CONST else 1
+        elif u.op is Ops.END:
+            mult = stack.pop()
+        elif u.op is Ops.LOAD and u.src[0].op is Ops.INDEX:
+            read += mult * u.dtype.itemsize
+        elif u.op is Ops.STORE and u.src[0].op is Ops.INDEX:
+            written += mult * u.src[1].dtype.itemsize
+        elif u.op in _FLOP_OPS and not _is_index_math(u):
+            flops += mult
+    return Estimates(flops, read, written)
+
+
+def _is_index_math(u: UOp) -> bool:
+    return u.dtype.scalar().name == "index" or (u.op in (Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ) and
+                                                 u.src[0].dtype.scalar().name == "index")
+
+
+_FLOP_OPS = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL, Ops.NEG, Ops.TRUNC, Ops.ADD, Ops.MUL,
+                       Ops.IDIV, Ops.MOD, Ops.MAX, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.FDIV, Ops.POW, Ops.WHERE,
+                       Ops.MULACC})
+
+
+def to_program(ast: UOp, renderer: Renderer, opts: list[Opt] | None = None) -> ProgramSpec:
+    """Compile a kernel AST (a SINK of END(STORE(INDEX(PARAM, idx), value), *ranges)) for `renderer`.
+
+    `opts=None` picks opts with the hand-coded heuristic; `opts=[]` applies none."""
+    if ast.op is not Ops.SINK:
+        raise ValueError(f"to_program: the kernel AST must be a SINK, got {ast.op}")
+    if os.environ.get("SPEC"):
+        verify(ast, "kernel")
+    name = kernel_name(ast)
+    if opts is None:
+        opts = [] if os.environ.get("NOOPT") else hand_coded_opts(ast, renderer)
+    opt_ast = graph_rewrite(apply_opts(ast, opts), symbolic, name="postopt symbolic")
+    uops = linearize(lower(opt_ast))
+    src = renderer.render(name, uops)
+    if int(os.environ.get("DEBUG", "0")) >= 4:
+        print(src)
+    written = {u.src[0].src[0] for u in uops if u.op is Ops.STORE and u.src[0].op is Ops.INDEX}
+    bufs = tuple(BufferArg(u.arg, u.dtype.base, u.dtype.size, u in written)
+                 for u in sorted((u for u in uops if u.op is Ops.PARAM), key=lambda p: p.arg))
+    variables = tuple(sorted((u for u in uops if u.op is Ops.DEFINE_VAR), key=lambda v: v.arg[0]))
+    return ProgramSpec(name, src, uops, bufs, variables, estimates=estimate(uops), applied_opts=tuple(opts))
