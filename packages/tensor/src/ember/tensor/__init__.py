@@ -1,3 +1,9 @@
-"""ember.tensor: the lazy Tensor user API, autograd, nn, optimizers, the engine and the jit."""
+"""ember.tensor: the user API: a lazy Tensor over UOps, and the engine that realizes it."""
 
-__version__ = "0.0.1"
+__version__ = "0.1.0"
+
+from ember.uops import dtypes  # noqa: E402
+
+from ember.tensor.tensor import Tensor  # noqa: E402
+
+__all__ = ["Tensor", "dtypes"]

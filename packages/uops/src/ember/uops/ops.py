@@ -212,11 +212,14 @@ class UOp(metaclass=UOpMetaClass):
     @property
     def device(self) -> str | tuple[str, ...] | None:
         """The device of a tensor-level node: the arg of the DEVICE it was built on."""
-        for u in self.toposort(gate=lambda u: u.op is not Ops.DEVICE and u.op is not Ops.COPY):
-            if u.op is Ops.DEVICE:
-                return u.arg
         if self.op is Ops.COPY:
             return self.src[1].arg
+        if self.op is Ops.DEVICE:
+            return self.arg
+        # the first DEVICE reached without crossing a COPY (a COPY's own source lives elsewhere)
+        for u in self.toposort(gate=lambda u: u.op is not Ops.COPY):
+            if u.op is Ops.DEVICE:
+                return u.arg
         return next((u.src[1].arg for u in self.toposort() if u.op is Ops.COPY), None)
 
     # *** range analysis ***

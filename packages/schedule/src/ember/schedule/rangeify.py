@@ -1,0 +1,187 @@
+"""Rangeify: decide what is realized, and turn each realized tensor into a kernel body over explicit RANGEs.
+
+A tensor read at indices is `INDEX(x, gate, *idxs, arg="view")`; the rules below push that view through the tensor
+graph: movement ops become index math (PAD a gate and a WHERE), elementwise ops read their sources at the same
+indices, a REDUCE_AXIS opens new reduce ranges, and a realized tensor or an input buffer becomes a LOAD. What is
+left is a kernel value with no movement ops in it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+from ember.uops import (AxisType, GroupOp, Ops, PatternMatcher, UOp, UPat, dtypes, graph_rewrite, movement_index,
+                        prod, simplify_given_valid, symbolic)
+
+
+
+def is_buffer_view(u: UOp) -> bool:
+    """A RESHAPE chain over a whole BUFFER: already realized in the row-major layout of its shape."""
+    while u.op is Ops.RESHAPE:
+        u = u.src[0]
+    return u.op is Ops.BUFFER
+
+
+def buffer_of(u: UOp) -> UOp:
+    while u.op is Ops.RESHAPE:
+        u = u.src[0]
+    return u
+
+
+def realize_map(sink: UOp) -> set[UOp]:
+    """The tensor nodes that get their own buffer (a kernel each).
+
+    Realized: the outputs, CONTIGUOUS, COPY (and its source), ASSIGN; a REDUCE_AXIS read by more than one node or
+    broadcast (an EXPAND between it and the kernel that reads it) - else it would be recomputed per element; and a
+    node with several users whose fused graph holds a reduce. Cheap elementwise work is recomputed, not stored.
+    """
+    nodes = sink.toposort(gate=lambda u: u.op is not Ops.BUFFER)
+    users: dict[UOp, list[UOp]] = {u: [] for u in nodes}
+    for u in nodes:
+        for s in u.src:
+            if s in users:
+                users[s].append(u)
+    realized: set[UOp] = set()
+    for s in sink.src:
+        if not is_buffer_view(s) and s.op is not Ops.CONST:
+            realized.add(s)
+    for u in nodes:
+        if u.op in (Ops.CONTIGUOUS, Ops.ASSIGN, Ops.COPY):
+            realized.add(u)
+        if u.op is Ops.COPY and not is_buffer_view(u.src[0]):
+            realized.add(u.src[0])
+    # 1. reduces that would be recomputed: read by several nodes, or broadcast on the way to their reader
+    broadcast: dict[UOp, bool] = {}  # some path from u to the kernel that reads it has an EXPAND
+    for u in reversed(nodes):
+        if u.op in (Ops.SINK, Ops.BUFFER, Ops.DEVICE, Ops.UNIQUE):
+            continue
+        broadcast[u] = any(c not in realized and (broadcast.get(c, False) or c.op is Ops.EXPAND) for c in users[u])
+        if u.op is Ops.REDUCE_AXIS and (broadcast[u] or len(users[u]) > 1):
+            realized.add(u)
+        if u in realized:
+            broadcast[u] = False
+    # 2. a node with several readers whose fused graph still holds a reduce: compute it once
+    holds_reduce: dict[UOp, bool] = {}
+    for u in nodes:
+        holds_reduce[u] = u.op is Ops.REDUCE_AXIS or any(holds_reduce.get(s, False) and s not in realized
+                                                         for s in u.src)
+        if len(users[u]) > 1 and holds_reduce[u] and u.op not in (Ops.SINK, Ops.CONST):
+            realized.add(u)
+    return {u for u in realized if u.op is not Ops.DETACH}
+
+
+@dataclass
+class IndexCtx:
+    """State of one kernel's rangeify: where each realized tensor lives, and the next range id."""
+
+    buffers: dict[UOp, UOp]  # realized tensor -> its BUFFER
+    root: UOp
+    range_ids: itertools.count = field(default_factory=itertools.count)
+
+
+def view(x: UOp, gate: UOp, idxs: tuple[UOp, ...]) -> UOp:
+    return UOp(Ops.INDEX, x.dtype, (x, gate, *idxs), "view")
+
+
+def _true() -> UOp:
+    return UOp.const(dtypes.bool, True)
+
+
+def flat_index(idxs: tuple[UOp, ...], shape: tuple) -> UOp:
+    flat = UOp.const(dtypes.index, 0)
+    for n, (i, s) in enumerate(zip(idxs, shape)):
+        flat = i if n == 0 else flat * s + i
+    return flat
+
+
+def load_buffer(ctx: IndexCtx, i: UOp, x: UOp) -> UOp | None:
+    if x is ctx.root or (x.op is not Ops.BUFFER and x not in ctx.buffers):
+        return None
+    if x.op is Ops.ASSIGN:  # read the assigned value back through the target view
+        return view(x.src[0], i.src[1], i.src[2:])
+    buf = x if x.op is Ops.BUFFER else ctx.buffers[x]
+    gate, idxs = i.src[1].simplify(), i.src[2:]
+    if gate.op is Ops.CONST and gate.arg is False:
+        return UOp.const(x.dtype, 0)
+    flat = simplify_given_valid(flat_index(idxs, x.shape), None if gate.op is Ops.CONST else gate)
+    return buf.index(flat, valid=None if gate.op is Ops.CONST else gate).load()
+
+
+def push_movement(ctx: IndexCtx, i: UOp, x: UOp) -> UOp:
+    idxs, valid = movement_index(x.op, x.arg, x.src[0].shape, i.src[2:])
+    inner = view(x.src[0], i.src[1] if valid is None else i.src[1] & valid, idxs)
+    return valid.where(inner, UOp.const(x.dtype, 0)) if valid is not None else inner
+
+
+def push_elementwise(i: UOp, x: UOp) -> UOp:
+    return x.replace(src=tuple(view(s, i.src[1], i.src[2:]) if s.shape is not None else s for s in x.src))
+
+
+def push_reduce(ctx: IndexCtx, i: UOp, x: UOp) -> UOp:
+    op, axes = x.arg
+    src = x.src[0]
+    idxs, rngs = list(i.src[2:]), []
+    for a in axes:
+        if isinstance(size := src.shape[a], int) and size == 1:
+            idxs[a] = UOp.const(dtypes.index, 0)
+        else:
+            idxs[a] = UOp.range(size, next(ctx.range_ids), AxisType.REDUCE)
+            rngs.append(idxs[a])
+    inner = view(src, i.src[1], tuple(idxs))
+    return UOp(Ops.REDUCE, x.dtype, (inner, *rngs), op) if rngs else inner
+
+
+def unsupported(i: UOp, x: UOp) -> UOp:
+    raise NotImplementedError(f"rangeify: reading {x.op} inside a kernel is not supported yet")
+
+
+_view = dict(arg="view", allow_any_len=True, name="i")
+pm_rangeify = PatternMatcher([
+    (UPat(Ops.INDEX, src=(UPat(name="x"),), **_view), load_buffer),
+    (UPat(Ops.INDEX, src=(UPat(GroupOp.Movement, name="x"),), **_view), push_movement),
+    (UPat(Ops.INDEX, src=(UPat(GroupOp.Elementwise, name="x"),), **_view), push_elementwise),
+    (UPat(Ops.INDEX, src=(UPat(Ops.REDUCE_AXIS, name="x"),), **_view), push_reduce),
+    (UPat(Ops.INDEX, src=(UPat(Ops.CONST, name="x"),), **_view), lambda i, x: UOp.const(x.dtype, x.arg)),
+    (UPat(Ops.INDEX, src=(UPat((Ops.DETACH, Ops.CONTIGUOUS), name="x"),), **_view),
+     lambda i, x: view(x.src[0], i.src[1], i.src[2:])),
+    (UPat(Ops.INDEX, src=(UPat(Ops.ASSIGN, name="x"),), **_view), lambda i, x: view(x.src[1], i.src[1], i.src[2:])),
+    (UPat(Ops.INDEX, src=(UPat(name="x"),), **_view), unsupported),
+])
+
+
+def store_index(target: UOp, idxs: tuple[UOp, ...]) -> tuple[UOp, UOp]:
+    """(buffer, flat index) that element `idxs` of a realized tensor is stored to (ASSIGN targets may be views)."""
+    from ember.uops import view_index
+
+    base, base_idxs, valid = view_index(target, idxs)
+    if base.op is not Ops.BUFFER or valid is not None:
+        raise NotImplementedError(f"assign: the target must be a (non-padded) view of a buffer, got {base.op}")
+    return base, base_idxs[0].simplify()
+
+
+def kernel_ast(x: UOp, buffers: dict[UOp, UOp]) -> UOp:
+    """The kernel that computes realized tensor x into its buffer: SINK(END(STORE(INDEX(buf, idx), value), *ranges))."""
+    shape = x.shape
+    assert shape is not None, f"rangeify: {x.op} has no shape"
+    ctx = IndexCtx(buffers, x)
+    idxs = []
+    for s in shape:
+        idxs.append(UOp.const(dtypes.index, 0) if isinstance(s, int) and s == 1 else
+                    UOp.range(s, next(ctx.range_ids), AxisType.GLOBAL))
+    value_src = x.src[1] if x.op is Ops.ASSIGN else x
+    value = graph_rewrite(view(value_src, _true(), tuple(idxs)), pm_rangeify + symbolic, ctx=ctx, bottom_up=True,
+                          name="rangeify")
+    if x.op is Ops.ASSIGN:
+        buf, idx = store_index(x.src[0], tuple(idxs))
+    else:
+        buf, idx = buffers[x], flat_index(tuple(idxs), shape).simplify()
+    rngs = [i for i in idxs if i.op is Ops.RANGE]
+    store = buf.index(idx).store(value)
+    return UOp.sink(store.end(*rngs) if rngs else store)
+
+
+def new_buffer(x: UOp, unique: int) -> UOp:
+    device = x.device
+    assert device is not None, f"rangeify: cannot tell the device of {x.op}"
+    return UOp(Ops.BUFFER, x.dtype, (UOp(Ops.UNIQUE, arg=unique), UOp(Ops.DEVICE, arg=device)), int(prod(x.shape)))

@@ -1,0 +1,155 @@
+"""Kernel counts of the scheduler on tensor graphs written with UOps (what a careful engineer would write by hand)."""
+
+import pytest
+
+from ember.schedule import ExecItem, schedule
+from ember.uops import Ops, UOp, dtypes, verify
+
+_n = iter(range(10**6))
+
+
+def buf(*shape, dt=dtypes.float32):
+    size = 1
+    for s in shape:
+        size *= s
+    return UOp(Ops.BUFFER, dt, (UOp(Ops.UNIQUE, arg=next(_n)), UOp(Ops.DEVICE, arg="CPU")), size).reshape(shape)
+
+
+def const(v, shape):
+    return UOp.const(dtypes.float32, v, "CPU").reshape((1,) * len(shape)).expand(shape)
+
+
+def kernels(*outs, hold=frozenset()):
+    s = schedule(UOp.sink(*outs), hold=hold)
+    for it in s.items:
+        assert isinstance(it, ExecItem)
+        if it.ast.op is Ops.SINK:
+            verify(it.ast, "kernel")
+    return s
+
+
+def test_elementwise_chain_is_one_kernel():
+    a, b = buf(7, 33), buf(7, 33)
+    x = a
+    for i in range(40):
+        x = (x * b + const(float(i), (7, 33))).exp2() if i % 3 == 0 else x + a
+    assert len(kernels(x).items) == 1
+
+
+def test_mul_sum_axis_one_kernel():
+    a, b = buf(16, 32), buf(16, 32)
+    assert len(kernels((a * b).reduce_axis(Ops.ADD, (1,))).items) == 1
+
+
+def test_sum_over_broadcast_one_kernel():
+    a, b = buf(16, 1), buf(1, 32)
+    e = a.expand((16, 32)) + b.expand((16, 32))
+    assert len(kernels(e.reduce_axis(Ops.ADD, (0, 1))).items) == 1
+
+
+def matmul(a, b):
+    n, k = a.shape
+    m = b.shape[1]
+    return (a.reshape((n, 1, k)).expand((n, m, k)) * b.permute((1, 0)).reshape((1, m, k)).expand((n, m, k))) \
+        .reduce_axis(Ops.ADD, (2,)).reshape((n, m))
+
+
+def test_matmul_bias_relu_one_kernel():
+    a, b, bias = buf(8, 16), buf(16, 4), buf(1, 4)
+    mm = matmul(a, b)
+    assert len(kernels(mm).items) == 1
+    out = (mm + bias.expand((8, 4))).maximum(const(0.0, (8, 4)))
+    assert len(kernels(out).items) == 1
+
+
+def softmax(x):
+    n, m = x.shape
+    mx = x.reduce_axis(Ops.MAX, (1,)).expand((n, m))
+    e = (x + mx * -1.0).exp2()
+    return e * e.reduce_axis(Ops.ADD, (1,)).expand((n, m)).reciprocal()
+
+
+def test_softmax_at_most_three():
+    assert len(kernels(softmax(buf(32, 10))).items) <= 3
+
+
+def test_layernorm_at_most_three():
+    x = buf(32, 10)
+    mean = x.reduce_axis(Ops.ADD, (1,)) * 0.1
+    d = x + mean.expand((32, 10)) * -1.0
+    var = (d * d).reduce_axis(Ops.ADD, (1,)) * 0.1
+    out = d * (var + 1e-5).sqrt().reciprocal().expand((32, 10))
+    assert len(kernels(out).items) <= 3
+
+
+def test_shared_expensive_value_computed_once():
+    a, b = buf(8, 16), buf(16, 4)
+    y = matmul(a, b)
+    out = y.maximum(const(0.0, (8, 4))) + (y * -1.0).exp2()
+    s = kernels(out)
+    assert len(s.items) == 2  # the matmul once, then the elementwise tail reading it twice
+    reduces = [u for it in s.items for u in it.ast.toposort() if u.op is Ops.REDUCE]
+    assert len(reduces) == 1
+
+
+def test_contiguous_and_outputs_realize():
+    a = buf(4, 4)
+    x = (a + a).contiguous()
+    s = kernels(x * 2.0, x)
+    assert len(s.items) == 2
+    assert all(v.op is Ops.RESHAPE and v.src[0].op is Ops.BUFFER for v in s.becomes.values())
+
+
+def test_buffer_output_needs_no_kernel():
+    a = buf(4, 4)
+    s = kernels(a)
+    assert s.items == [] and s.becomes[a] is a
+
+
+def test_identical_kernels_share_an_ast():
+    a, b, c, d = buf(5, 5), buf(5, 5), buf(5, 5), buf(5, 5)
+    s1, s2 = kernels(a + b), kernels(c + d)
+    assert s1.items[0].ast is s2.items[0].ast
+    assert s1.items[0].bufs != s2.items[0].bufs
+
+
+def test_size_zero_has_no_kernel():
+    a = buf(0, 4)
+    s = kernels(a + a)
+    assert s.items == [] and s.becomes[(a + a)].shape == (0, 4)
+
+
+def test_memory_plan_reuses_dead_intermediates():
+    x = buf(64)
+    a = (x * 2.0).contiguous()
+    b = (a * 3.0).contiguous()  # a is dead after this
+    c = (b * 4.0).contiguous()  # may reuse a's storage
+    s = kernels(c * 5.0)
+    assert len(s.items) == 4
+    out_bufs = [it.bufs[0] for it in s.items]
+    assert len(set(out_bufs)) < 4
+    # the kernel reading a buffer never writes the same one
+    assert all(it.bufs[0] not in it.bufs[1:] for it in s.items)
+    s_held = kernels(c * 5.0, hold=frozenset({a, b, c}))
+    assert len({it.bufs[0] for it in s_held.items}) == 4
+
+
+def test_copy_item():
+    a = buf(4, 4)
+    cp = UOp(Ops.COPY, dtypes.float32, ((a * 2.0).contiguous(), UOp(Ops.DEVICE, arg="PYTHON")))
+    s = kernels(cp)
+    assert [it.ast.op for it in s.items] == [Ops.SINK, Ops.COPY]
+    assert s.items[1].bufs[0].src[1].arg == "PYTHON" and s.items[1].ast.arg == 64
+
+
+def test_assign_writes_the_target_buffer():
+    a = buf(4, 4)
+    s = kernels(a.assign(a * 2.0))
+    assert len(s.items) == 1
+    base = a.src[0]
+    assert s.items[0].bufs == (base,)
+
+
+def test_bad_input():
+    with pytest.raises(ValueError, match="expected a SINK"):
+        schedule(buf(4))

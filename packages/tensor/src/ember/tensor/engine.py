@@ -1,0 +1,109 @@
+"""The realize engine: schedule a set of tensors, compile each kernel once, run the schedule on the devices."""
+
+from __future__ import annotations
+
+import os
+import time
+import weakref
+from typing import Any
+
+import numpy as np
+
+from ember.codegen import ProgramSpec, to_program
+from ember.runtime import Buffer, Device
+from ember.schedule import ExecItem, Schedule, schedule
+from ember.uops import Ops, UOp, to_numpy_dtype
+
+# the device memory behind each BUFFER UOp: it lives exactly as long as the UOp does
+buffers: weakref.WeakKeyDictionary[UOp, Buffer] = weakref.WeakKeyDictionary()
+
+
+def debug_level() -> int:
+    return int(os.environ.get("DEBUG", "0") or 0)
+
+
+def buffer_for(u: UOp) -> Buffer:
+    """The runtime Buffer of a BUFFER UOp, allocated on first use."""
+    if (b := buffers.get(u)) is None:
+        b = buffers[u] = Buffer(u.src[1].arg, u.arg, u.dtype)
+    if not b.is_allocated:
+        b.allocate()
+    return b
+
+
+class CompiledKernel:
+    """A ProgramSpec compiled for one device, callable on Buffers."""
+
+    def __init__(self, device: str, spec: ProgramSpec):
+        self.device, self.spec = device, spec
+        dev = Device[device]
+        self.program = dev.runtime(spec.name, dev.compiler.compile_cached(spec.src))
+
+    def __call__(self, bufs: list[Buffer], var_vals: dict[UOp, int] | None = None, wait: bool = False) -> float | None:
+        vals = tuple((var_vals or {})[v] for v in self.spec.vars)
+        return self.program(*bufs, global_size=self.spec.global_size, local_size=self.spec.local_size, vals=vals,
+                            wait=wait)
+
+
+_kernel_cache: dict[tuple[UOp, str], CompiledKernel] = {}
+
+
+def get_kernel(ast: UOp, device: str) -> CompiledKernel:
+    """Codegen + compile, once per (AST, device): identical kernels over different buffers share one program."""
+    key = (ast, device)
+    if (k := _kernel_cache.get(key)) is None:
+        k = _kernel_cache[key] = CompiledKernel(device, to_program(ast, Device[device].renderer))
+    return k
+
+
+def run_copy(item: ExecItem) -> None:
+    dst, src = (buffer_for(b) for b in item.bufs)
+    host = np.empty(src.size, to_numpy_dtype(src.dtype)) if src.dtype.name in _NP else bytearray(src.nbytes)
+    src.copyout(memoryview(host).cast("B"))
+    dst.copyin(memoryview(host).cast("B"))
+
+
+_NP = {"bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float16", "float32",
+       "float64"}
+
+
+def run_schedule(sched: Schedule, var_vals: dict[UOp, int] | None = None) -> None:
+    """Run every ExecItem in order (DEBUG>=2 prints each kernel with its time)."""
+    for i, item in enumerate(sched.items):
+        if item.ast.op is Ops.COPY:
+            run_copy(item)
+            if debug_level() >= 2:
+                print(f"*** {i:4d} copy {item.ast.arg:10d} bytes  {item.bufs[1].src[1].arg} -> {item.bufs[0].src[1].arg}")
+            continue
+        device = item.bufs[0].src[1].arg
+        kernel = get_kernel(item.ast, device)
+        bufs = [buffer_for(b) for b in item.bufs]
+        timing = debug_level() >= 2
+        t = kernel(bufs, var_vals, wait=timing)
+        if timing:
+            est = kernel.spec.estimates
+            secs = t or 0.0
+            print(f"*** {device:8s} {i:4d} {kernel.spec.name:30s} {secs * 1e3:9.3f} ms  "
+                  f"{est.flops / max(secs, 1e-9) / 1e9:8.2f} GFLOP/s  {est.bytes / max(secs, 1e-9) / 1e9:8.2f} GB/s")
+
+
+def realize_uops(uops: list[UOp], hold: frozenset[UOp]) -> dict[UOp, UOp]:
+    """Schedule and run the tensors `uops`; returns what each realized tensor UOp became."""
+    start = time.perf_counter()
+    sched = schedule(UOp.sink(*uops), hold=hold)
+    if debug_level() >= 2:
+        print(f"scheduled {len(sched.items)} items in {(time.perf_counter() - start) * 1e3:.2f} ms")
+    run_schedule(sched)
+    return sched.becomes
+
+
+def copyout(view: UOp) -> Any:
+    """The host copy (numpy) of a realized tensor: a row-major view of a whole BUFFER."""
+    base = view
+    while base.op is Ops.RESHAPE:
+        base = base.src[0]
+    assert base.op is Ops.BUFFER, f"copyout: {base.op} is not realized"
+    out = np.empty(base.arg, to_numpy_dtype(base.dtype))
+    if base.arg:
+        buffer_for(base).copyout(memoryview(out).cast("B"))
+    return out.reshape(view.shape)
