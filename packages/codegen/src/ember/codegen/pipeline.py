@@ -58,10 +58,10 @@ def to_program(ast: UOp, renderer: Renderer, opts: list[Opt] | None = None) -> P
         raise ValueError(f"to_program: the kernel AST must be a SINK, got {ast.op}")
     if os.environ.get("SPEC"):
         verify(ast, "kernel")
-    name = kernel_name(ast)
     if opts is None:
         opts = [] if os.environ.get("NOOPT") else hand_coded_opts(ast, renderer)
     opt_ast = graph_rewrite(apply_opts(ast, opts), symbolic, name="postopt symbolic")
+    name = kernel_name(opt_ast)
     uops = linearize(lower(opt_ast))
     src = renderer.render(name, uops)
     if int(os.environ.get("DEBUG", "0")) >= 4:

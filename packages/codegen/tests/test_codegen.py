@@ -1,0 +1,149 @@
+import itertools
+
+import numpy as np
+import pytest
+
+from ember.codegen import CRenderer, KernelOptError, Opt, OptOps, apply_opts, hand_coded_opts, kernel_ranges, linearize
+from ember.codegen import lower, to_program
+from ember.uops import AxisType, Ops, UOp, dtypes
+
+
+def param(slot, n, dt=dtypes.float32):
+    return UOp(Ops.PARAM, dt.ptr(n), (), slot)
+
+
+def matvec_ast(n, m):
+    """out[i] = sum_j a[i, j] * b[j]"""
+    r0, r1 = UOp.range(n, 0, AxisType.GLOBAL), UOp.range(m, 1, AxisType.REDUCE)
+    val = param(1, n * m).index(r0 * m + r1).load() * param(2, m).index(r1).load()
+    red = UOp(Ops.REDUCE, dtypes.float32, (val, r1), Ops.ADD)
+    return UOp.sink(param(0, n).index(r0).store(red).end(r0))
+
+
+def matmul_ast(n, k, m):
+    r0, r1, r2 = UOp.range(n, 0, AxisType.GLOBAL), UOp.range(m, 1, AxisType.GLOBAL), UOp.range(k, 2, AxisType.REDUCE)
+    val = param(1, n * k).index(r0 * k + r2).load() * param(2, k * m).index(r2 * m + r1).load()
+    red = UOp(Ops.REDUCE, dtypes.float32, (val, r2), Ops.ADD)
+    return UOp.sink(param(0, n * m).index(r0 * m + r1).store(red).end(r0, r1))
+
+
+def elementwise_ast(n, dt=dtypes.float32):
+    r0 = UOp.range(n, 0, AxisType.GLOBAL)
+    a, b = param(1, n, dt).index(r0).load(), param(2, n, dt).index(r0).load()
+    return UOp.sink(param(0, n, dt).index(r0).store(a * b + a).end(r0))
+
+
+@pytest.mark.parametrize("n, m", [(1, 1), (7, 33), (33, 7), (64, 128), (1000, 3)])
+def test_matvec_default_opts(run_c, rng, n, m):
+    prg = to_program(matvec_ast(n, m), CRenderer())
+    a, b = rng.standard_normal((n, m), dtype=np.float32), rng.standard_normal(m, dtype=np.float32)
+    (out, *_) = run_c(prg, np.zeros(n, np.float32), a, b)
+    np.testing.assert_allclose(out, a @ b, rtol=1e-5, atol=1e-5)
+    assert prg.estimates.flops == 2 * n * m
+    assert prg.estimates.bytes_written == 4 * n and prg.estimates.bytes_read == 8 * n * m
+
+
+def _legal_opt_lists(ast):
+    rngs = kernel_ranges(ast)
+    cands = []
+    for i, r in enumerate(rngs):
+        size = r.src[0].arg
+        for amt in (2, 3, 4, 8):
+            op = OptOps.UPCAST if r.arg[1] is AxisType.GLOBAL else OptOps.UNROLL
+            if size % amt == 0:
+                cands.append(Opt(op, i, amt))
+    cands.append(Opt(OptOps.THREAD, 0, 2))
+    return [[]] + [[c] for c in cands] + [list(p) for p in itertools.combinations(cands, 2)]
+
+
+@pytest.mark.parametrize("n, k, m", [(6, 12, 8), (9, 8, 4), (2, 3, 1)])
+def test_matmul_every_opt_combination(run_c, rng, n, k, m):
+    ast = matmul_ast(n, k, m)
+    a, b = rng.standard_normal((n, k), dtype=np.float32), rng.standard_normal((k, m), dtype=np.float32)
+    tried = 0
+    for opts in _legal_opt_lists(ast):
+        try:
+            prg = to_program(ast, CRenderer(), opts)
+        except KernelOptError:
+            continue  # e.g. the second opt's axis index points at a range the first opt changed
+        (out, *_) = run_c(prg, np.zeros((n, m), np.float32), a, b)
+        np.testing.assert_allclose(out, a @ b, rtol=1e-5, atol=1e-5, err_msg=str(opts))
+        tried += 1
+    assert tried >= 5
+
+
+@pytest.mark.parametrize("dt, npdt", [(dtypes.float32, np.float32), (dtypes.int32, np.int32), (dtypes.float64, np.float64),
+                                      (dtypes.int8, np.int8), (dtypes.float16, np.float16)])
+def test_elementwise_dtypes(run_c, rng, dt, npdt):
+    n = 1001
+    a = (rng.standard_normal(n) * 10).astype(npdt)
+    b = (rng.standard_normal(n) * 10).astype(npdt)
+    (out, *_) = run_c(to_program(elementwise_ast(n, dt), CRenderer()), np.zeros(n, npdt), a, b)
+    with np.errstate(all="ignore"):
+        # float16 computes in float (gcc's excess precision for _Float16), rounded once when stored
+        want = (a.astype(np.float32) * b + a).astype(np.float16) if dt == dtypes.float16 else a * b + a
+    # the C compiler contracts a*b+a into one FMA (a single rounding): equal to numpy within an ulp or two
+    rtol = {dtypes.float16: 1e-3, dtypes.float32: 1e-5, dtypes.float64: 1e-12}.get(dt, 0)
+    np.testing.assert_allclose(out.astype(np.float64), want.astype(np.float64), rtol=rtol, atol=rtol)
+
+
+def test_gated_load_and_max_reduce(run_c, rng):
+    # out[i] = max_j (j < 3 ? a[i*5+j] : 0) over j < 5 : a padded read
+    n, m = 6, 5
+    r0, r1 = UOp.range(n, 0, AxisType.GLOBAL), UOp.range(m, 1, AxisType.REDUCE)
+    valid = r1 < 3
+    val = param(1, n * m).index(r0 * m + r1, valid=valid).load()
+    red = UOp(Ops.REDUCE, dtypes.float32, (val, r1), Ops.MAX)
+    prg = to_program(UOp.sink(param(0, n).index(r0).store(red).end(r0)), CRenderer())
+    a = rng.standard_normal((n, m), dtype=np.float32) - 5
+    (out, *_) = run_c(prg, np.zeros(n, np.float32), a)
+    np.testing.assert_allclose(out, np.maximum(a[:, :3].max(1), 0))
+    assert "?" in prg.src  # the gate guards the load
+
+
+def test_symbolic_size_variable(run_c, rng):
+    n = UOp.variable("n", 1, 100)
+    r0 = UOp.range(n, 0, AxisType.GLOBAL)
+    ast = UOp.sink(param(0, 100).index(r0).store(param(1, 100).index(r0).load() * 2.0).end(r0))
+    prg = to_program(ast, CRenderer(), [])
+    assert prg.vars == (n,)
+    a = rng.standard_normal(100, dtype=np.float32)
+    (out, *_) = run_c(prg, np.zeros(100, np.float32), a, vals=(37,))
+    np.testing.assert_allclose(out[:37], a[:37] * 2)
+    assert (out[37:] == 0).all()
+
+
+def test_hoisting_loop_invariant_loads():
+    uops = linearize(lower(matvec_ast(8, 16)))
+    depth, depth_of = 0, {}
+    for u in uops:
+        depth_of[u] = depth
+        depth += u.op is Ops.RANGE
+        depth -= u.op is Ops.END
+    b_load = next(u for u in uops if u.op is Ops.LOAD and u.src[0].src[0].arg == 2)
+    acc_init = next(u for u in uops if u.op is Ops.STORE and u.src[0].op is Ops.DEFINE_REG)
+    assert depth_of[acc_init] == 1 and depth_of[b_load] == 2
+    assert sum(u.op is Ops.RANGE for u in uops) == sum(u.op is Ops.END for u in uops) == 2
+
+
+def test_hand_coded_opts_and_errors():
+    ast = matmul_ast(64, 64, 64)
+    opts = hand_coded_opts(ast, CRenderer())
+    assert Opt(OptOps.UPCAST, 1, 8) in opts and any(o.op is OptOps.UNROLL for o in opts)
+    assert any(o.op is OptOps.THREAD for o in opts)
+    with pytest.raises(KernelOptError, match="must be >= 2 and divide"):
+        apply_opts(ast, [Opt(OptOps.UPCAST, 1, 5)])
+    with pytest.raises(KernelOptError, match="needs an axis of kind"):
+        apply_opts(ast, [Opt(OptOps.UNROLL, 0, 2)])
+    with pytest.raises(KernelOptError, match="out of range"):
+        apply_opts(ast, [Opt(OptOps.UPCAST, 9, 2)])
+    with pytest.raises(ValueError, match="must be a SINK"):
+        to_program(param(0, 4), CRenderer())
+
+
+def test_renderer_output_is_readable():
+    prg = to_program(matmul_ast(64, 64, 64), CRenderer())
+    assert prg.name == "r_64_8_8_16_4"
+    assert "restrict data0" in prg.src and "const float* restrict data1" in prg.src
+    assert "#pragma omp parallel for" in prg.src and "#pragma GCC unroll" in prg.src
+    assert [b.written for b in prg.bufs] == [True, False, False]
