@@ -3,8 +3,18 @@ import itertools
 import numpy as np
 import pytest
 
-from ember.codegen import CRenderer, KernelOptError, Opt, OptOps, apply_opts, hand_coded_opts, kernel_ranges, linearize
-from ember.codegen import lower, to_program
+from ember.codegen import (
+    CRenderer,
+    KernelOptError,
+    Opt,
+    OptOps,
+    apply_opts,
+    hand_coded_opts,
+    kernel_ranges,
+    linearize,
+    lower,
+    to_program,
+)
 from ember.uops import AxisType, Ops, UOp, dtypes
 
 
@@ -72,7 +82,8 @@ def test_matmul_every_opt_combination(run_c, rng, n, k, m):
     assert tried >= 5
 
 
-@pytest.mark.parametrize("dt, npdt", [(dtypes.float32, np.float32), (dtypes.int32, np.int32), (dtypes.float64, np.float64),
+@pytest.mark.parametrize("dt, npdt", [(dtypes.float32, np.float32), (dtypes.int32, np.int32),
+                                      (dtypes.float64, np.float64),
                                       (dtypes.int8, np.int8), (dtypes.float16, np.float16)])
 def test_elementwise_dtypes(run_c, rng, dt, npdt):
     n = 1001

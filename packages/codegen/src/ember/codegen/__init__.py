@@ -6,9 +6,9 @@ from ember.codegen.cstyle import CRenderer  # noqa: E402
 from ember.codegen.linearize import linearize  # noqa: E402
 from ember.codegen.lower import lower  # noqa: E402
 from ember.codegen.opt import KernelOptError, apply_opts, hand_coded_opts, kernel_ranges  # noqa: E402
+from ember.codegen.pipeline import to_program  # noqa: E402
 from ember.codegen.program import BufferArg, Estimates, Opt, OptOps, ProgramSpec  # noqa: E402
 from ember.codegen.renderer import Renderer  # noqa: E402
-from ember.codegen.pipeline import to_program  # noqa: E402
 
 __all__ = ["CRenderer", "linearize", "lower", "KernelOptError", "apply_opts", "hand_coded_opts", "kernel_ranges",
            "BufferArg", "Estimates", "Opt", "OptOps", "ProgramSpec", "Renderer", "to_program"]

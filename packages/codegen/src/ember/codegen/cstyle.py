@@ -6,9 +6,8 @@ import math
 import os
 from collections.abc import Callable
 
-from ember.uops import AxisType, DType, Ops, PtrDType, UOp, dtypes
-
 from ember.codegen.renderer import Renderer
+from ember.uops import AxisType, DType, Ops, PtrDType, UOp, dtypes
 
 C_TYPES = {dtypes.bool: "_Bool", dtypes.int8: "signed char", dtypes.uint8: "unsigned char", dtypes.int16: "short",
            dtypes.uint16: "unsigned short", dtypes.int32: "int", dtypes.uint32: "unsigned int",

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import itertools
 
-from ember.uops import AxisType, DType, Ops, PatternMatcher, UOp, UPat, dtypes, graph_rewrite
-
 from ember.codegen.opt import _KIND_ORDER
+from ember.uops import AxisType, DType, Ops, PatternMatcher, UOp, UPat, dtypes, graph_rewrite
 
 
 def reduce_identity(op: Ops, dtype: DType) -> int | float | bool:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from ember.uops import AxisType, Ops, UOp, linear_terms
-
 from ember.codegen.program import Opt, OptOps
 from ember.codegen.renderer import Renderer
+from ember.uops import AxisType, Ops, UOp, linear_terms
 
 
 class KernelOptError(ValueError):

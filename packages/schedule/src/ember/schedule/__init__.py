@@ -7,11 +7,10 @@ import itertools  # noqa: E402
 import os  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
 
-from ember.uops import Ops, UOp, prod, verify  # noqa: E402
-
 from ember.schedule.kernel_split import ExecItem, copy_item, split_kernel  # noqa: E402
 from ember.schedule.memory import memory_plan  # noqa: E402
 from ember.schedule.rangeify import buffer_of, is_buffer_view, kernel_ast, new_buffer, realize_map  # noqa: E402
+from ember.uops import Ops, UOp, prod, verify  # noqa: E402
 
 _unique = itertools.count(1 << 40)  # UNIQUE ids of scheduler-made buffers (the tensor layer counts from 0)
 

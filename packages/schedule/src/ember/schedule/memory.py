@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from ember.uops import Ops, UOp
-
 from ember.schedule.kernel_split import ExecItem
+from ember.uops import Ops, UOp
 
 
 def memory_plan(items: list[ExecItem], keep: set[UOp]) -> list[ExecItem]:

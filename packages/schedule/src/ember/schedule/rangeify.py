@@ -11,9 +11,20 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
-from ember.uops import (AxisType, GroupOp, Ops, PatternMatcher, UOp, UPat, dtypes, graph_rewrite, movement_index,
-                        prod, simplify_given_valid, symbolic)
-
+from ember.uops import (
+    AxisType,
+    GroupOp,
+    Ops,
+    PatternMatcher,
+    UOp,
+    UPat,
+    dtypes,
+    graph_rewrite,
+    movement_index,
+    prod,
+    simplify_given_valid,
+    symbolic,
+)
 
 
 def is_buffer_view(u: UOp) -> bool:

@@ -73,7 +73,8 @@ def run_schedule(sched: Schedule, var_vals: dict[UOp, int] | None = None) -> Non
         if item.ast.op is Ops.COPY:
             run_copy(item)
             if debug_level() >= 2:
-                print(f"*** {i:4d} copy {item.ast.arg:10d} bytes  {item.bufs[1].src[1].arg} -> {item.bufs[0].src[1].arg}")
+                src_dev, dst_dev = item.bufs[1].src[1].arg, item.bufs[0].src[1].arg
+                print(f"*** {i:4d} copy {item.ast.arg:10d} bytes  {src_dev} -> {dst_dev}")
             continue
         device = item.bufs[0].src[1].arg
         kernel = get_kernel(item.ast, device)

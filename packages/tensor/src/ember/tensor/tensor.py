@@ -11,10 +11,19 @@ from typing import Any
 import numpy as np
 
 from ember.runtime import Device
-from ember.uops import (DType, Ops, UOp, broadcast_shape, dtypes, from_numpy_dtype, least_upper_dtype, prod,
-                        sum_acc_dtype, to_numpy_dtype)
-
 from ember.tensor import engine
+from ember.uops import (
+    DType,
+    Ops,
+    UOp,
+    broadcast_shape,
+    dtypes,
+    from_numpy_dtype,
+    least_upper_dtype,
+    prod,
+    sum_acc_dtype,
+    to_numpy_dtype,
+)
 
 _unique = itertools.count()
 _all_tensors: weakref.WeakSet[Tensor] = weakref.WeakSet()

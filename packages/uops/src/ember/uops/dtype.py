@@ -16,9 +16,12 @@ class AddrSpace(Enum):
     REG = "reg"
 
 
-@dataclass(frozen=True, eq=True)
+@dataclass(frozen=True, eq=False)
 class DType:
-    """A scalar or vector type. `count > 1` is a vector of `count` scalars of `name`."""
+    """A scalar or vector type. `count > 1` is a vector of `count` scalars of `name`.
+
+    DTypes are interned (one object per type, vectors and pointers cached), so `==` and `hash` are identity: fast in
+    the hash-consing key of every UOp."""
 
     priority: int  # order in the promotion lattice within a kind
     itemsize: int  # bytes of one element (of the whole vector for vectors)
@@ -28,6 +31,9 @@ class DType:
 
     def __repr__(self) -> str:
         return f"dtypes.{self.name}" if self.count == 1 else f"dtypes.{self.name}.vec({self.count})"
+
+    def __reduce__(self) -> tuple:
+        return (_rebuild_dtype, (self.name, self.count))
 
     def __lt__(self, other: DType) -> bool:
         return (self.priority, self.itemsize, self.name, self.count) < (
@@ -47,14 +53,14 @@ class DType:
 
     def ptr(self, size: int = -1, addrspace: AddrSpace = AddrSpace.GLOBAL) -> PtrDType:
         """A pointer to `size` elements of this type (-1: unknown size)."""
-        return PtrDType(self.priority, self.itemsize, self.name, self.fmt, self.count, self, addrspace, size)
+        return _ptr(self, size, addrspace)
 
     @property
     def bitsize(self) -> int:
         return self.itemsize * 8
 
 
-@dataclass(frozen=True, eq=True)
+@dataclass(frozen=True, eq=False)
 class PtrDType(DType):
     base: DType = None  # type: ignore[assignment]
     addrspace: AddrSpace = AddrSpace.GLOBAL
@@ -63,6 +69,9 @@ class PtrDType(DType):
     def __repr__(self) -> str:
         space = "" if self.addrspace is AddrSpace.GLOBAL else f", {self.addrspace}"
         return f"{self.base!r}.ptr({self.size}{space})"
+
+    def __reduce__(self) -> tuple:
+        return (_ptr, (self.base, self.size, self.addrspace))
 
     def vec(self, count: int) -> DType:
         raise TypeError(f"vec: pointer types cannot be vectorized ({self!r})")
@@ -78,6 +87,15 @@ class PtrDType(DType):
 @functools.cache
 def _vec(scalar: DType, count: int) -> DType:
     return DType(scalar.priority, scalar.itemsize * count, scalar.name, None, count)
+
+
+@functools.cache
+def _ptr(base: DType, size: int, addrspace: AddrSpace) -> PtrDType:
+    return PtrDType(base.priority, base.itemsize, base.name, base.fmt, base.count, base, addrspace, size)
+
+
+def _rebuild_dtype(name: str, count: int) -> DType:
+    return _SCALARS[name].vec(count)
 
 
 class dtypes:

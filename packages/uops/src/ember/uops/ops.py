@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import weakref
 from collections.abc import Callable, Iterable
-from enum import Enum, auto
+from enum import Enum, IntEnum, auto
 from typing import Any
 
 from ember.uops import shape as shp
@@ -13,7 +13,7 @@ from ember.uops.dtype import DType, PtrDType, dtypes, truncate
 from ember.uops.shape import Shape, sint
 
 
-class Ops(Enum):
+class Ops(IntEnum):  # an IntEnum hashes in C: op lookups are on every rewrite
     # buffers and devices
     DEVICE = auto(); BUFFER = auto(); PARAM = auto(); BUFFER_VIEW = auto(); UNIQUE = auto()  # noqa: E702
     # values
@@ -184,11 +184,13 @@ class UOp(metaclass=UOpMetaClass):
         return new[self]
 
     def simplify(self) -> UOp:
-        """This expression rewritten by the symbolic rules to a fixed point."""
+        """This expression rewritten by the symbolic rules to a fixed point; never a larger graph than itself."""
         from ember.uops.rewrite import graph_rewrite
         from ember.uops.symbolic import symbolic
 
-        return graph_rewrite(self, symbolic, name="simplify")
+        ret = graph_rewrite(self, symbolic, name="simplify")
+        # local rules cannot see sharing: a fold that keeps a shared sub-expression alive may grow the whole graph
+        return ret if len(ret.toposort()) <= len(self.toposort()) else self
 
     @property
     def size_of_graph(self) -> int:

@@ -156,8 +156,11 @@ def _build_sum(dtype: DType, terms: list[tuple[UOp, int]], const: int) -> UOp:
     return ret + const if const != 0 else ret
 
 
-def _not_larger(new: UOp, old: UOp) -> UOp | None:
-    return new if len(new.toposort()) <= len(old.toposort()) else None
+def _not_larger(new: UOp, old: UOp, bases: set[UOp]) -> UOp | None:
+    # count only what lies above the terms' bases: the graphs below them are shared (and may be deep)
+    def size(u: UOp) -> int:
+        return len(u.toposort(gate=lambda x: x not in bases))
+    return new if size(new) <= size(old) else None
 
 
 def fold_divmod(d: UOp, x: UOp, c: UOp) -> UOp | None:
@@ -165,24 +168,24 @@ def fold_divmod(d: UOp, x: UOp, c: UOp) -> UOp | None:
     if c.arg <= 0 or x.vmin < 0:
         return None
     terms, k = linear_terms(x)
-    quot = [(b, m // c.arg) for b, m in terms if m % c.arg == 0]
+    quot = [(b, m // c.arg) for b, m in terms if m // c.arg != 0]  # m = c*(m//c) + m%c for every term
     rem = [(b, m % c.arg) for b, m in terms if m % c.arg != 0]
     for rem_k in (k % c.arg, k % c.arg - c.arg):
         r = _build_sum(x.dtype, rem, rem_k)
         if 0 <= r.vmin and r.vmax < c.arg:  # r in [0, c): it is x % c, and x // c is q alone
             ret = r if d.op is Ops.MOD else _build_sum(x.dtype, quot, (k - rem_k) // c.arg)
-            return _not_larger(ret, d)
+            return _not_larger(ret, d, {b for b, _ in terms})
     r = _build_sum(x.dtype, rem, k % c.arg)
-    if r.vmin < 0 or (len(rem) == len(terms) and k % c.arg == k):
+    if r.vmin < 0 or (not quot and k % c.arg == k):
         return None  # nothing to split off, or a remainder whose sign is unknown
     if d.op is Ops.MOD:
-        return _not_larger(r % c.arg, d)
-    return _not_larger(_build_sum(x.dtype, quot, k // c.arg) + r // c.arg, d)
+        return _not_larger(r % c.arg, d, {b for b, _ in terms})
+    return _not_larger(_build_sum(x.dtype, quot, k // c.arg) + r // c.arg, d, {b for b, _ in terms})
 
 
-def fold_nested_div(x: UOp, c1: UOp, c2: UOp) -> UOp | None:
-    # (x // c1) // c2 -> x // (c1 * c2) for x >= 0 and positive divisors
-    return x // (c1.arg * c2.arg) if x.vmin >= 0 and c1.arg > 0 and c2.arg > 0 else None
+def fold_nested_div(d: UOp, x: UOp, c1: UOp, c2: UOp) -> UOp | None:
+    # (x // c1) // c2 -> x // (c1 * c2) for x >= 0 and positive divisors (unless x // c1 is shared: then it grows)
+    return _not_larger(x // (c1.arg * c2.arg), d, {x}) if x.vmin >= 0 and c1.arg > 0 and c2.arg > 0 else None
 
 
 def fold_nested_mod(x: UOp, c1: UOp, c2: UOp) -> UOp | None:
@@ -209,10 +212,18 @@ def recombine_divmod(a: UOp) -> UOp | None:
             new = x % (c * b.src[1].arg)
         else:
             continue
-        if (j := mods.get((x, c))) is None or x.vmin < 0 or m != c * terms[j][1]:
+        if (j := mods.get((x, c))) is None and b.op is Ops.IDIV:
+            # (x//(a*n))*n*m + ((x//a)%n)*m -> (x//a)*m: the inner (x//a)//n had been folded to x//(a*n) already
+            j = next((n for (y, nn), n in mods.items() if y.op is Ops.IDIV and y.src[0] is x and
+                      y.src[1].op is Ops.CONST and y.src[1].arg * nn == c), None)
+            if j is not None:
+                x, c = terms[j][0].src[0], terms[j][0].src[1].arg
+                new = x
+        if j is None or x.vmin < 0 or m != c * terms[j][1]:
             continue
         rest = [t for n, t in enumerate(terms) if n not in (i, j)] + [(new, terms[j][1])]
-        return _not_larger(_build_sum(a.dtype, rest, k), a)
+        bases = {t for n, (t, _) in enumerate(terms) if n not in (i, j)} | {x}
+        return _not_larger(_build_sum(a.dtype, rest, k), a, bases)
     return None
 
 
@@ -283,7 +294,7 @@ symbolic = symbolic_simple + PatternMatcher([
     ((UPat.var("y") + ivar * UPat.cvar("c1")) + ivar, lambda y, x, c1: y + x * (c1.arg + 1)),
     # division and modulo by constants, on non-negative numerators
     (UPat((Ops.IDIV, Ops.MOD), src=(ivar, icst), name="d"), fold_divmod),
-    ((ivar // UPat.cvar("c1")) // UPat.cvar("c2"), fold_nested_div),
+    (UPat(Ops.IDIV, src=(ivar // UPat.cvar("c1"), UPat.cvar("c2")), name="d"), fold_nested_div),
     ((ivar % UPat.cvar("c1")) % UPat.cvar("c2"), fold_nested_mod),
     (UPat(Ops.ADD, dtype=_INTS, name="a"), recombine_divmod),
 ])

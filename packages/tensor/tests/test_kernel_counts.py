@@ -1,0 +1,59 @@
+"""Fusion, counted at the Tensor level: the number of kernels a careful engineer would write by hand."""
+
+import numpy as np
+import pytest
+
+from ember.schedule import schedule
+from ember.tensor import Tensor
+from ember.uops import Ops, UOp
+
+
+def n_kernels(*ts):
+    return len([it for it in schedule(UOp.sink(*(t.uop for t in ts))).items if it.ast.op is Ops.SINK])
+
+
+@pytest.fixture
+def x():
+    return Tensor(np.random.default_rng(0).standard_normal((32, 48)).astype(np.float32))
+
+
+def test_elementwise_chain(x):
+    y = x
+    for i in range(30):
+        y = (y * 1.01 + i).relu() if i % 2 else y.exp() * x
+    assert n_kernels(y) == 1
+
+
+def test_mul_sum(x):
+    assert n_kernels((x * x).sum(1)) == 1
+
+
+def test_sum_over_broadcast():
+    a, b = Tensor.ones(32, 1), Tensor.ones(1, 48) * 2
+    assert n_kernels((a + b).sum()) == 1
+
+
+def test_matmul_bias_relu(x):
+    w, b = Tensor.ones(48, 16), Tensor.ones(16)
+    assert n_kernels(x @ w) == 1
+    assert n_kernels((x @ w + b).relu()) == 1
+
+
+def test_softmax(x):
+    m = x.max(-1, keepdim=True)
+    e = (x - m).exp()
+    assert n_kernels(e / e.sum(-1, keepdim=True)) <= 3
+
+
+def test_layernorm(x):
+    mu = x.mean(-1, keepdim=True)
+    var = ((x - mu) * (x - mu)).mean(-1, keepdim=True)
+    assert n_kernels((x - mu) / (var + 1e-5).sqrt()) <= 3
+
+
+def test_value_used_twice_computed_once(x):
+    y = x @ Tensor.ones(48, 16)
+    out = y.relu() + y.sigmoid()
+    s = schedule(UOp.sink(out.uop))
+    assert len(s.items) == 2
+    assert sum(u.op is Ops.REDUCE for it in s.items for u in it.ast.toposort()) == 1
