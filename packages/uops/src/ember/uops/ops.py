@@ -186,11 +186,15 @@ class UOp(metaclass=UOpMetaClass):
     def simplify(self) -> UOp:
         """This expression rewritten by the symbolic rules to a fixed point; never a larger graph than itself."""
         from ember.uops.rewrite import graph_rewrite
-        from ember.uops.symbolic import symbolic
+        from ember.uops.symbolic import symbolic, symbolic_simple
 
-        ret = graph_rewrite(self, symbolic, name="simplify")
-        # local rules cannot see sharing: a fold that keeps a shared sub-expression alive may grow the whole graph
-        return ret if len(ret.toposort()) <= len(self.toposort()) else self
+        # local rules cannot see sharing: a fold that keeps a shared sub-expression alive may grow the whole graph;
+        # then the plain folds alone (constants, identities) are kept, and failing those, the input
+        size = len(self.toposort())
+        for pm in (symbolic, symbolic_simple):
+            if len((ret := graph_rewrite(self, pm, name="simplify")).toposort()) <= size:
+                return ret
+        return self
 
     @property
     def size_of_graph(self) -> int:

@@ -176,8 +176,8 @@ def fold_divmod(d: UOp, x: UOp, c: UOp) -> UOp | None:
             ret = r if d.op is Ops.MOD else _build_sum(x.dtype, quot, (k - rem_k) // c.arg)
             return _not_larger(ret, d, {b for b, _ in terms})
     r = _build_sum(x.dtype, rem, k % c.arg)
-    if r.vmin < 0 or (not quot and k % c.arg == k):
-        return None  # nothing to split off, or a remainder whose sign is unknown
+    if r.vmin < 0 or (not quot and k % c.arg != 0):
+        return None  # nothing split off (only a smaller constant: (a+3)%2 stays, so (x//c)*c + x%c still pairs up)
     if d.op is Ops.MOD:
         return _not_larger(r % c.arg, d, {b for b, _ in terms})
     return _not_larger(_build_sum(x.dtype, quot, k // c.arg) + r // c.arg, d, {b for b, _ in terms})
@@ -273,15 +273,15 @@ symbolic_simple = PatternMatcher([
     (UPat(Ops.WHERE, src=(UPat.var("c"), UPat.var("x"), UPat.var("x"))), fold_where_same),
     (UPat(Ops.WHERE, src=(UPat.const(dtypes.bool, True), UPat.var("x"), UPat.var())), lambda x: x),
     (UPat(Ops.WHERE, src=(UPat.const(dtypes.bool, False), UPat.var(), UPat.var("x"))), lambda x: x),
+    # associativity of constants: (x op c1) op c2 -> x op (c1 op c2)
+    ((ivar + UPat.cvar("c1")) + UPat.cvar("c2"), lambda x, c1, c2: x + (c1.arg + c2.arg)),
+    ((ivar * UPat.cvar("c1")) * UPat.cvar("c2"), lambda x, c1, c2: x * (c1.arg * c2.arg)),
 ])
 
 symbolic = symbolic_simple + PatternMatcher([
     # range analysis: an int/bool expression with one possible value is that constant
     (UPat(GroupOp.ALU, dtype=_INTS_BOOL, name="x"), fold_known_value),
     (UPat(Ops.MAX, src=(UPat.var("x"), UPat.var("y")), dtype=_INTS, name="a"), fold_max),
-    # associativity of constants: (x op c1) op c2 -> x op (c1 op c2)
-    ((ivar + UPat.cvar("c1")) + UPat.cvar("c2"), lambda x, c1, c2: x + (c1.arg + c2.arg)),
-    ((ivar * UPat.cvar("c1")) * UPat.cvar("c2"), lambda x, c1, c2: x * (c1.arg * c2.arg)),
     # constants move to the outside of sums: (x + c) + y -> (x + y) + c
     ((ivar + UPat.cvar("c")) + UPat.var("y"),
      lambda x, c, y: None if y.op is Ops.CONST else (x + y) + c),
