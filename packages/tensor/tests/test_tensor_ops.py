@@ -84,7 +84,7 @@ def test_division_and_scalars(dev):
 
 def test_promotion(dev):
     i, f, b = data((7,), "int32"), data((7,), "float32"), data((7,), "bool")
-    check(Tensor(i, dev) + Tensor(f, dev), i + f)
+    check(Tensor(i, dev) + Tensor(f, dev), (i + f).astype(np.float32))  # int + float32 -> float32, as in PyTorch
     check(Tensor(b, dev) + Tensor(i, dev), b + i)
     check(Tensor(b, dev).where(Tensor(f, dev), 0.0), np.where(b, f, 0).astype(np.float32))
     check(Tensor(i, dev).cast(dtypes.float32), i.astype(np.float32))

@@ -1,3 +1,18 @@
-"""ember.runtime: devices (compiler, runtime, allocator) and buffers behind Device[name]."""
+"""ember.runtime: devices (compiler, runtime, allocator) and buffers behind Device[name].
 
-__version__ = "0.0.1"
+    from ember.runtime import Buffer, Device
+    dev = Device["CPU"]                       # or Device[Device.DEFAULT], from $DEV
+    prg = dev.runtime("add", dev.compiler.compile_cached(c_source))
+    prg(out, a, b, vals=(n,), wait=True)      # Buffers in slot order, then the int variables; -> seconds
+"""
+
+__version__ = "0.1.0"
+
+from ember.runtime.allocator import Allocator, LRUAllocator  # noqa: E402
+from ember.runtime.buffer import Buffer  # noqa: E402
+from ember.runtime.compiler import CompileError, Compiler  # noqa: E402
+from ember.runtime.device import CompiledDevice, Device, DeviceRegistry  # noqa: E402
+from ember.runtime.program import Program  # noqa: E402
+
+__all__ = ["Allocator", "LRUAllocator", "Buffer", "CompileError", "Compiler", "CompiledDevice", "Device",
+           "DeviceRegistry", "Program"]

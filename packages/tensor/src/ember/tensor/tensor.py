@@ -30,7 +30,9 @@ _all_tensors: weakref.WeakSet[Tensor] = weakref.WeakSet()
 
 
 def _canonical_device(device: str | None) -> str:
-    return Device.canonicalize(device if device is not None else Device.DEFAULT)
+    name = Device.canonicalize(device if device is not None else Device.DEFAULT)
+    Device[name]  # noqa: B018 - an unknown device fails here, with the list of registered ones
+    return name
 
 
 def _buffer_from_numpy(arr: np.ndarray, device: str) -> UOp:
@@ -290,6 +292,8 @@ class Tensor:
 
     def _binary(self, op: Ops, other: Any, reverse: bool = False) -> Tensor:
         x, y = self._broadcasted(other, reverse)
+        if x.dtype == dtypes.bool and op in (Ops.ADD, Ops.MUL, Ops.MAX):
+            op = Ops.AND if op is Ops.MUL else Ops.OR  # numpy's bool arithmetic: + is or, * is and
         return Tensor(x.uop.alu(op, y.uop))
 
     def __add__(self, x: Any) -> Tensor: return self._binary(Ops.ADD, x)

@@ -1,0 +1,179 @@
+"""The CPU device: C from `CRenderer`, compiled by the system C compiler to a shared object, called through ctypes.
+
+Kernels are C functions `void name(float* restrict data0, const float* restrict data1, ..., long long var0, ...)`:
+buffer pointers in slot order, then the int variables. The renderer puts `#pragma omp parallel for` on the THREAD
+loop; libgomp keeps its worker threads alive between kernels, so a launch costs no thread start. The thread count is
+`$OMP_NUM_THREADS`, default `os.cpu_count()` (set into the environment before the first kernel loads libgomp).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import platform
+import shlex
+import subprocess
+import tempfile
+import time
+from collections.abc import Hashable
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ember.runtime.allocator import LRUAllocator
+from ember.runtime.compiler import CompileError, Compiler
+from ember.runtime.device import CompiledDevice
+from ember.runtime.program import Program
+
+ALIGNMENT = 64  # a cache line, and the widest vector load (AVX-512)
+
+
+class HostMemory:
+    """A block of host memory at `addr` (for ctypes calls). A view keeps its `owner` block referenced."""
+
+    __slots__ = ("addr", "nbytes", "owner")
+
+    def __init__(self, addr: int, nbytes: int, owner: HostMemory | None = None):
+        self.addr, self.nbytes, self.owner = addr, nbytes, owner
+
+    def numpy(self) -> np.ndarray:
+        """The bytes as a uint8 array over this memory (no copy)."""
+        return np.ctypeslib.as_array((ctypes.c_uint8 * self.nbytes).from_address(self.addr))
+
+    def __repr__(self) -> str:
+        return f"<HostMemory {self.nbytes} B at {self.addr:#x}>"
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    libc = ctypes.CDLL(None)
+    libc.posix_memalign.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t, ctypes.c_size_t]
+    libc.posix_memalign.restype = ctypes.c_int
+    libc.free.argtypes = [ctypes.c_void_p]
+    libc.free.restype = None
+    return libc
+
+
+def _address(mv: memoryview) -> int:
+    return int(np.frombuffer(mv, np.uint8).ctypes.data) if mv.nbytes else 0
+
+
+class CPUAllocator(LRUAllocator):
+    """Host memory from posix_memalign, 64-byte aligned; freed with free() when the LRU cache is released."""
+
+    def _alloc(self, nbytes: int, options: Hashable | None) -> HostMemory:
+        ptr = ctypes.c_void_p()
+        if (err := _libc().posix_memalign(ctypes.byref(ptr), ALIGNMENT, max(nbytes, 1))) != 0 or not ptr.value:
+            raise MemoryError(f"CPU: cannot allocate {nbytes} bytes (posix_memalign error {err})")
+        return HostMemory(ptr.value, nbytes)
+
+    def _free(self, buf: HostMemory, nbytes: int, options: Hashable | None) -> None:
+        _libc().free(buf.addr)
+
+    def copyin(self, dest: HostMemory, src: memoryview) -> None:
+        assert src.nbytes == dest.nbytes, f"CPU copyin: {src.nbytes} bytes into a buffer of {dest.nbytes}"
+        ctypes.memmove(dest.addr, _address(src), dest.nbytes)
+
+    def copyout(self, dest: memoryview, src: HostMemory) -> None:
+        assert dest.nbytes == src.nbytes, f"CPU copyout: a buffer of {src.nbytes} bytes into {dest.nbytes}"
+        ctypes.memmove(_address(dest), src.addr, src.nbytes)
+
+    def offset(self, buf: HostMemory, nbytes: int, offset: int) -> HostMemory:
+        return HostMemory(buf.addr + offset, nbytes, buf.owner or buf)
+
+
+@functools.cache
+def _host_cpu() -> str:
+    # -march=native code is only valid on this kind of CPU: key the cache by its model and feature flags
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return platform.machine()
+    info = {k.strip(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[:64]) if k.strip()}
+    ident = f"{info.get('model name', '')} {info.get('flags', info.get('Features', ''))}"
+    return f"{platform.machine()} {hashlib.sha256(ident.encode()).hexdigest()[:16]}"
+
+
+@functools.cache
+def _compiler_version(cc: tuple[str, ...]) -> str:
+    try:
+        out = subprocess.run([*cc, "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    return out.stdout.splitlines()[0] if out.returncode == 0 and out.stdout else "unknown"
+
+
+class CPUCompiler(Compiler):
+    """C source to the bytes of a shared object, with `$CC` (default `cc`) and IEEE-preserving flags (no
+    -ffast-math). The machine (`-march=native`) and the compiler's version are part of the cache key."""
+
+    flags = ("-O2", "-march=native", "-fPIC", "-shared", "-fopenmp")
+    invocations: ClassVar[int] = 0  # times the C compiler really ran in this process (cache hits do not count)
+
+    def __init__(self) -> None:
+        self.cc = tuple(shlex.split(os.environ.get("CC") or "cc"))
+        super().__init__(f"cpu {_host_cpu()} {' '.join(self.cc)} {_compiler_version(self.cc)}")
+
+    def compile(self, src: str) -> bytes:
+        with tempfile.TemporaryDirectory(prefix="ember-cc-") as tmp:
+            (Path(tmp) / "kernel.c").write_text(src)
+            # relative names in a fixed folder layout: the output does not depend on the temp folder's name
+            cmd = [*self.cc, *self.flags, "kernel.c", "-o", "kernel.so", "-lm"]
+            CPUCompiler.invocations += 1
+            try:
+                proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True)
+            except FileNotFoundError:
+                raise CompileError(f"CPU: the C compiler {self.cc[0]!r} was not found; set $CC to a C compiler") \
+                    from None
+            if proc.returncode != 0:
+                raise CompileError(f"CPU: `{' '.join(cmd)}` failed with exit code {proc.returncode}:\n"
+                                   f"{proc.stderr}{proc.stdout}\n--- source ---\n{src}")
+            return (Path(tmp) / "kernel.so").read_bytes()
+
+
+class CPUProgram(Program):
+    """A function of a compiled shared object, called with ctypes (which releases the GIL during the call)."""
+
+    def __init__(self, device: CompiledDevice, name: str, lib: bytes):
+        super().__init__(device, name, lib)
+        # dlopen keeps the mapping after the file is gone
+        with tempfile.NamedTemporaryFile(prefix="ember-", suffix=".so") as f:
+            f.write(lib)
+            f.flush()
+            try:
+                self.library = ctypes.CDLL(f.name)
+            except OSError as e:
+                raise RuntimeError(f"CPU: cannot load the library of {name!r}: {e}") from e
+        try:
+            self.function: Any = getattr(self.library, name)
+        except AttributeError:
+            raise RuntimeError(f"CPU: the compiled library has no function {name!r}") from None
+        self.function.restype = None
+
+    def launch(self, bufs: list[Any], global_size: tuple[int, ...], local_size: tuple[int, ...] | None,
+               vals: tuple[int, ...], wait: bool) -> float | None:
+        args = [ctypes.c_void_p(b.addr) for b in bufs] + [ctypes.c_int64(v) for v in vals]
+        start = time.perf_counter()
+        self.function(*args)
+        return time.perf_counter() - start if wait else None
+
+
+def cpu_threads() -> int:
+    """The number of OpenMP threads kernels use: `$OMP_NUM_THREADS` (its first level), else `os.cpu_count()`."""
+    env = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    return int(env) if env.isdigit() and int(env) > 0 else os.cpu_count() or 1
+
+
+class CPUDevice(CompiledDevice):
+    """`Device["CPU"]`: the host. Programs run synchronously; `synchronize()` has nothing to wait for."""
+
+    def __init__(self, name: str = "CPU"):
+        from ember.codegen import CRenderer
+
+        self.threads = cpu_threads()
+        # libgomp reads this once, when the first kernel's library loads it
+        os.environ.setdefault("OMP_NUM_THREADS", str(self.threads))
+        super().__init__(name, CPUAllocator(), CRenderer(), CPUCompiler(), CPUProgram)

@@ -1,0 +1,136 @@
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from ember.runtime import Compiler
+from ember.runtime import compiler as compiler_module
+from ember.runtime.cpu import CPUCompiler
+
+C_SRC = "int answer(void) { return 42; }\n"
+
+
+class EchoCompiler(Compiler):
+    """A stand-in compiler that counts its runs: the "binary" is the reversed source."""
+
+    def __init__(self, cachekey="echo"):
+        super().__init__(cachekey)
+        self.runs = 0
+
+    def compile(self, src):
+        self.runs += 1
+        return src.encode()[::-1]
+
+
+def test_cache_dir_follows_the_env(cache_dir, monkeypatch):
+    assert compiler_module.cache_dir() == cache_dir / "compile"
+    monkeypatch.delenv("EMBER_CACHE_DIR")
+    assert compiler_module.cache_dir() == Path.home() / ".cache" / "ember" / "compile"
+
+
+def test_second_compile_comes_from_the_cache(cache_dir):
+    comp = EchoCompiler()
+    assert comp.compile_cached("abc") == b"cba" and comp.runs == 1
+    assert comp.cache_path("abc").parent == cache_dir / "compile" and comp.cache_path("abc").is_file()
+    assert comp.compile_cached("abc") == b"cba" and comp.runs == 1
+    assert EchoCompiler().compile_cached("abc") == b"cba"  # a new compiler object, same key: still cached
+    assert comp.compile_cached("abd") == b"dba" and comp.runs == 2
+
+
+def test_the_key_covers_cachekey_flags_and_source():
+    a, b = EchoCompiler("one"), EchoCompiler("two")
+    assert a.cache_path("x") != b.cache_path("x") != b.cache_path("y")
+    flagged = EchoCompiler("one")
+    flagged.flags = ("-O3",)
+    assert flagged.cache_path("x") != a.cache_path("x")
+    assert len(a.cache_path("x").name) == 64  # sha256 hex
+
+
+def test_cache_0_skips_reading(monkeypatch):
+    comp = EchoCompiler()
+    comp.compile_cached("abc")
+    monkeypatch.setenv("CACHE", "0")
+    assert comp.compile_cached("abc") == b"cba" and comp.runs == 2
+
+
+def test_no_cachekey_means_no_cache(cache_dir):
+    comp = EchoCompiler(cachekey=None)
+    comp.compile_cached("abc")
+    comp.compile_cached("abc")
+    assert comp.runs == 2 and not cache_dir.exists()
+
+
+@pytest.mark.parametrize("corrupt", [
+    lambda data: data[:len(data) // 2],  # truncated
+    lambda data: data[:-1] + bytes([data[-1] ^ 0x01]),  # a flipped bit in the payload
+    lambda data: bytes([data[0] ^ 0xFF]) + data[1:],  # a bad header
+    lambda data: b"",  # empty
+])
+def test_a_corrupt_entry_is_deleted_and_rebuilt(corrupt):
+    comp = EchoCompiler()
+    src = "some kernel source " * 10
+    comp.compile_cached(src)
+    path = comp.cache_path(src)
+    path.write_bytes(corrupt(path.read_bytes()))
+    with pytest.warns(UserWarning, match="is corrupt"):
+        assert comp.compile_cached(src) == src.encode()[::-1]
+    assert comp.runs == 2
+    assert comp.compile_cached(src) == src.encode()[::-1] and comp.runs == 2  # the rebuilt entry is good
+
+
+def test_entries_are_written_atomically_with_no_temp_files_left(cache_dir):
+    comp = EchoCompiler()
+    for i in range(5):
+        comp.compile_cached(f"src {i}")
+    names = sorted(p.name for p in (cache_dir / "compile").iterdir())
+    assert len(names) == 5 and not any(n.startswith(".tmp-") for n in names)
+
+
+def test_an_unwritable_cache_is_a_warning(tmp_path, monkeypatch):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(blocker))
+    comp = EchoCompiler()
+    with pytest.warns(UserWarning, match="cannot write"):
+        assert comp.compile_cached("abc") == b"cba"
+
+
+def test_cpu_compiler_runs_cc_once_then_hits_the_cache():
+    comp = CPUCompiler()
+    before = CPUCompiler.invocations
+    lib = comp.compile_cached(C_SRC)
+    assert lib[:4] == b"\x7fELF" and CPUCompiler.invocations == before + 1
+    assert comp.compile_cached(C_SRC) == lib and CPUCompiler.invocations == before + 1
+
+
+def test_cpu_compiler_cache_is_shared_across_processes(cache_dir):
+    lib = CPUCompiler().compile_cached(C_SRC)
+    script = textwrap.dedent(f"""
+        import ctypes, tempfile
+        from ember.runtime.cpu import CPUCompiler
+        lib = CPUCompiler().compile_cached({C_SRC!r})
+        with tempfile.NamedTemporaryFile(suffix=".so") as f:
+            f.write(lib); f.flush()
+            print(ctypes.CDLL(f.name).answer(), CPUCompiler.invocations, len(lib))
+    """)
+    env = {**os.environ, "EMBER_CACHE_DIR": str(cache_dir), "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["42", "0", str(len(lib))], out.stderr
+    # and without the cache, the other process does compile
+    env["EMBER_CACHE_DIR"] = str(cache_dir.parent / "other-cache")
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split()[:2] == ["42", "1"], out.stderr
+
+
+def test_cpu_corrupt_entry_is_rebuilt_with_one_cc_run():
+    comp = CPUCompiler()
+    lib = comp.compile_cached(C_SRC)
+    path = comp.cache_path(C_SRC)
+    path.write_bytes(path.read_bytes()[:100])
+    before = CPUCompiler.invocations
+    with pytest.warns(UserWarning, match="is corrupt"):
+        assert comp.compile_cached(C_SRC) == lib  # cc output does not depend on the temp folder
+    assert CPUCompiler.invocations == before + 1

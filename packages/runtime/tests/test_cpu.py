@@ -1,0 +1,164 @@
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from ember.codegen import Opt, OptOps, to_program
+from ember.runtime import Buffer, CompileError, Device
+from ember.runtime.cpu import CPUCompiler, cpu_threads
+from ember.uops import AxisType, Ops, UOp, dtypes
+
+ADD_SRC = """
+void add(float* restrict data0, const float* restrict data1, const float* restrict data2, long long n) {
+  #pragma omp parallel for
+  for (long long i = 0; i < n; i++) data0[i] = data1[i] + data2[i];
+}
+"""
+
+THREADS_SRC = """
+#include <omp.h>
+void threads(int* restrict data0) {
+  data0[0] = omp_get_max_threads();
+  #pragma omp parallel
+  {
+    #pragma omp single
+    data0[1] = omp_get_num_threads();
+  }
+}
+"""
+
+
+def run_c(src, name, *bufs, vals=(), wait=False):
+    dev = Device["CPU"]
+    return dev.runtime(name, dev.compiler.compile_cached(src))(*bufs, vals=vals, wait=wait)
+
+
+@pytest.mark.parametrize("n", [1, 1000, 100_003])
+def test_openmp_kernel_on_buffers_matches_numpy(rng, n):
+    a, b = rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, dtype=np.float32)
+    out = Buffer("CPU", n, dtypes.float32)
+    bufs = (out, Buffer("CPU", n, dtypes.float32).copyin(a), Buffer("CPU", n, dtypes.float32).copyin(b))
+    seconds = run_c(ADD_SRC, "add", *bufs, vals=(n,), wait=True)
+    assert isinstance(seconds, float) and seconds > 0
+    np.testing.assert_array_equal(out.numpy(), a + b)  # one IEEE add per element: exact
+    assert run_c(ADD_SRC, "add", *bufs, vals=(n,)) is None
+
+
+def test_kernel_on_views():
+    base = Buffer("CPU", 8, dtypes.float32).copyin(np.arange(8, dtype=np.float32))
+    out = base.view(2, dtypes.float32, offset=0)
+    run_c(ADD_SRC, "add", out, base.view(2, dtypes.float32, offset=16), base.view(2, dtypes.float32, offset=24),
+          vals=(2,))
+    np.testing.assert_array_equal(base.numpy(), [4 + 6, 5 + 7, 2, 3, 4, 5, 6, 7])
+
+
+@pytest.mark.parametrize("omp_num_threads", [None, "3"])
+def test_thread_count_defaults_to_cpu_count_and_follows_omp_num_threads(omp_num_threads):
+    # libgomp reads the variable when it loads: each setting gets a fresh process
+    script = textwrap.dedent(f"""
+        from ember.runtime import Buffer, Device
+        from ember.uops import dtypes
+        dev, out = Device["CPU"], Buffer("CPU", 2, dtypes.int32)
+        dev.runtime("threads", dev.compiler.compile_cached({THREADS_SRC!r}))(out)
+        print(dev.threads, dev.renderer.max_threads, *out.numpy().tolist())
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    env["PYTHONPATH"] = os.pathsep.join(sys.path)
+    if omp_num_threads is not None:
+        env["OMP_NUM_THREADS"] = omp_num_threads
+    res = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+    want = omp_num_threads or str(os.cpu_count())
+    # the device, the renderer's num_threads() and libgomp (max threads, team size) agree
+    assert res.stdout.split() == [want] * 4, res.stderr
+
+
+def test_cpu_threads_in_process():
+    out = Buffer("CPU", 2, dtypes.int32)
+    run_c(THREADS_SRC, "threads", out)
+    assert out.numpy().tolist() == [cpu_threads(), cpu_threads()] == [Device["CPU"].threads] * 2
+
+
+def test_syntax_error_raises_with_stderr_and_source():
+    src = "void broken(float* restrict data0) { data0[0] = 1.0f }\n"
+    with pytest.raises(RuntimeError) as e:
+        Device["CPU"].compiler.compile(src)
+    assert isinstance(e.value, CompileError)
+    msg = str(e.value)
+    assert "error" in msg and "kernel.c:1" in msg  # the compiler's diagnostic
+    assert src in msg
+
+
+def test_a_failed_compile_is_not_cached():
+    src = "this is not C\n"
+    for _ in range(2):
+        with pytest.raises(CompileError):
+            Device["CPU"].compiler.compile_cached(src)
+    assert not Device["CPU"].compiler.cache_path(src).exists()
+
+
+def test_missing_function_and_missing_compiler(monkeypatch):
+    lib = Device["CPU"].compiler.compile_cached(ADD_SRC)
+    with pytest.raises(RuntimeError, match="has no function 'sub'"):
+        Device["CPU"].runtime("sub", lib)
+    monkeypatch.setenv("CC", "/nonexistent/cc")
+    with pytest.raises(CompileError, match="'/nonexistent/cc' was not found"):
+        CPUCompiler().compile(ADD_SRC)
+
+
+def test_cc_from_the_environment_with_arguments(monkeypatch):
+    monkeypatch.setenv("CC", "cc -DANSWER=41")
+    comp = CPUCompiler()
+    assert comp.cc == ("cc", "-DANSWER=41") and "-DANSWER=41" in comp.cachekey
+    lib = comp.compile("int answer(int* restrict data0) { data0[0] = ANSWER + 1; return 0; }\n")
+    out = Buffer("CPU", 1, dtypes.int32)
+    Device["CPU"].runtime("answer", lib)(out)
+    assert out.numpy()[0] == 42
+
+
+def test_argument_errors():
+    prg = Device["CPU"].runtime("add", Device["CPU"].compiler.compile_cached(ADD_SRC))
+    with pytest.raises(ValueError, match="buffer argument 0 is on PYTHON, the program on CPU"):
+        prg(Buffer("PYTHON", 1, dtypes.float32), vals=(0,))
+    with pytest.raises(TypeError, match="buffer argument 0 must be a Buffer, got ndarray"):
+        prg(np.zeros(1, np.float32), vals=(0,))
+    with pytest.raises(TypeError, match="vals must be ints"):
+        prg(vals=(1.5,))
+
+
+def test_cpu_1_buffers_run_on_cpu_programs():
+    out, a = Buffer("CPU:1", 3, dtypes.float32), Buffer("CPU:1", 3, dtypes.float32).copyin(np.ones(3, np.float32))
+    run_c(ADD_SRC, "add", out, a, a, vals=(3,))
+    np.testing.assert_array_equal(out.numpy(), [2, 2, 2])
+
+
+# *** the C renderer's output runs on the CPU device and agrees with the PYTHON reference ***
+def param(slot, n, dt=dtypes.float32):
+    return UOp(Ops.PARAM, dt.ptr(n), (), slot)
+
+
+def matvec_ast(n, m):
+    r0, r1 = UOp.range(n, 0, AxisType.GLOBAL), UOp.range(m, 1, AxisType.REDUCE)
+    val = param(1, n * m).index(r0 * m + r1).load() * param(2, m).index(r1).load()
+    return UOp.sink(param(0, n).index(r0).store(UOp(Ops.REDUCE, dtypes.float32, (val, r1), Ops.ADD)).end(r0))
+
+
+@pytest.mark.parametrize("opts", [None, [], [Opt(OptOps.THREAD, 0, 2)], [Opt(OptOps.UPCAST, 0, 4)],
+                                  [Opt(OptOps.UNROLL, 1, 4)]])
+def test_rendered_matvec_on_cpu_and_python(rng, opts):
+    n, m = 8, 12
+    a, b = rng.standard_normal((n, m), dtype=np.float32), rng.standard_normal(m, dtype=np.float32)
+    results = {}
+    for device in ("CPU", "PYTHON"):
+        dev = Device[device]
+        spec = to_program(matvec_ast(n, m), dev.renderer, opts)
+        out = Buffer(device, n, dtypes.float32)
+        prg = dev.runtime(spec.name, dev.compiler.compile_cached(spec.src))
+        prg(out, Buffer(device, n * m, dtypes.float32).copyin(a), Buffer(device, m, dtypes.float32).copyin(b),
+            global_size=spec.global_size, local_size=spec.local_size)
+        results[device] = out.numpy()
+    np.testing.assert_allclose(results["CPU"], a @ b, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(results["PYTHON"], a @ b, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(results["CPU"], results["PYTHON"], rtol=1e-6, atol=1e-6)
