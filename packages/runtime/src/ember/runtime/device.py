@@ -97,7 +97,8 @@ class DeviceRegistry:
     def DEFAULT(self) -> str:  # upper case: tinygrad's spelling
         """The default device: `$DEV` (canonicalized, must be registered), else "CPU"."""
         name = self.canonicalize(os.environ.get("DEV") or "CPU")
-        if base_name(name) not in self._entry_points():
+        # a device already built is known to be registered: no entry-point scan (it reads every installed package)
+        if name not in self._instances and base_name(name) not in self._entry_points():
             raise ValueError(f"Device.DEFAULT: DEV={os.environ.get('DEV')!r} is not a registered device; "
                              f"registered devices: {self.registered()}")
         return name
