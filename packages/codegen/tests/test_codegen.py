@@ -49,8 +49,10 @@ def test_matvec_default_opts(run_c, rng, n, m):
     a, b = rng.standard_normal((n, m), dtype=np.float32), rng.standard_normal(m, dtype=np.float32)
     (out, *_) = run_c(prg, np.zeros(n, np.float32), a, b)
     np.testing.assert_allclose(out, a @ b, rtol=1e-5, atol=1e-5)
-    assert prg.estimates.flops == 2 * n * m
-    assert prg.estimates.bytes_written == 4 * n and prg.estimates.bytes_read == 8 * n * m
+    # a multiply and an add per element (the first add into the identity disappears when the reduce is unrolled)
+    assert 2 * n * m - n <= prg.estimates.flops <= 2 * n * m
+    # every a once; b once per row, or once in all when its loads are hoisted out of the unrolled reduce
+    assert prg.estimates.bytes_written == 4 * n and 4 * n * m + 4 * m <= prg.estimates.bytes_read <= 8 * n * m
 
 
 def _legal_opt_lists(ast):
@@ -156,5 +158,8 @@ def test_renderer_output_is_readable():
     prg = to_program(matmul_ast(64, 64, 64), CRenderer())
     assert prg.name == "r_64_8_8_16_4"
     assert "restrict data0" in prg.src and "const float* restrict data1" in prg.src
-    assert "#pragma omp parallel for" in prg.src and "#pragma GCC unroll" in prg.src
+    assert "#pragma omp parallel for" in prg.src
+    # the upcast of 8 is expanded into 8 accumulators sharing one reduce loop; the unroll of 4 into 4 terms each
+    assert "float acc7 = 0.0f;" in prg.src and "acc8" not in prg.src
+    assert prg.src.count("for (") == 3
     assert [b.written for b in prg.bufs] == [True, False, False]

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import itertools
 
+from ember.codegen.expand import pm_expand
 from ember.codegen.opt import _KIND_ORDER
-from ember.uops import AxisType, DType, Ops, PatternMatcher, UOp, UPat, dtypes, graph_rewrite
+from ember.uops import DType, Ops, PatternMatcher, UOp, UPat, dtypes, graph_rewrite, symbolic
 
 
 def reduce_identity(op: Ops, dtype: DType) -> int | float | bool:
@@ -42,16 +43,22 @@ def range_order(r: UOp) -> tuple[int, int]:
     return (_KIND_ORDER[r.arg[1]], r.arg[0])
 
 
-def lower_reduce(red: UOp, ctx: itertools.count) -> UOp:
-    value, rngs = red.src[0], tuple(sorted(red.src[1:], key=range_order))
-    identity = UOp.const(red.dtype, reduce_identity(red.arg, red.dtype))
-    acc = UOp(Ops.DEFINE_REG, red.dtype, (identity,), next(ctx))
-    outer = tuple(sorted(open_ranges(value) - set(rngs), key=range_order))
-    init = UOp(Ops.STORE, dtypes.void, (acc, identity, *outer))
-    cur = UOp(Ops.LOAD, red.dtype, (acc, init, *rngs))
-    new = cur.alu(red.arg, value) if red.arg is not Ops.ADD or red.dtype != dtypes.bool else cur | value
-    update = UOp(Ops.STORE, dtypes.void, (acc, new, *rngs))
-    return UOp(Ops.LOAD, red.dtype, (acc, UOp(Ops.END, dtypes.void, (update, *rngs))))
+def lower_reduces(reduces: list[UOp], ids: itertools.count) -> dict[UOp, UOp]:
+    """Accumulators for REDUCEs over the same ranges, updated in one shared loop: {reduce: its result}."""
+    rngs = tuple(sorted(reduces[0].src[1:], key=range_order))
+    updates, accs = [], []
+    for red in reduces:
+        identity = UOp.const(red.dtype, reduce_identity(red.arg, red.dtype))
+        acc = UOp(Ops.DEFINE_REG, red.dtype, (identity,), next(ids))
+        outer = tuple(sorted(open_ranges(red.src[0]) - set(rngs), key=range_order))
+        init = UOp(Ops.STORE, dtypes.void, (acc, identity, *outer))
+        cur = UOp(Ops.LOAD, red.dtype, (acc, init, *rngs))
+        new = cur | red.src[0] if red.arg is Ops.ADD and red.dtype == dtypes.bool else cur.alu(red.arg, red.src[0])
+        updates.append(UOp(Ops.STORE, dtypes.void, (acc, new, *rngs)))
+        accs.append(acc)
+    body = updates[0] if len(updates) == 1 else UOp(Ops.NOOP, dtypes.void, tuple(updates))
+    end = UOp(Ops.END, dtypes.void, (body, *rngs))
+    return {red: UOp(Ops.LOAD, red.dtype, (acc, end)) for red, acc in zip(reduces, accs)}
 
 
 def sort_end_ranges(e: UOp) -> UOp | None:
@@ -60,16 +67,24 @@ def sort_end_ranges(e: UOp) -> UOp | None:
     return None if rngs == e.src[1:] else e.replace(src=(e.src[0], *rngs))
 
 
-pm_lower_reduce = PatternMatcher([
-    (UPat(Ops.REDUCE, name="red"), lower_reduce),
+pm_sort_ends = PatternMatcher([
     (UPat(Ops.END, src=(UPat(Ops.STORE, src=(UPat(Ops.INDEX), UPat.var()), allow_any_len=True),),
           allow_any_len=True, name="e"), sort_end_ranges),
 ])
 
 
 def lower(ast: UOp) -> UOp:
-    """The kernel with every REDUCE turned into accumulator loads and stores."""
-    return graph_rewrite(ast, pm_lower_reduce, ctx=itertools.count(), name="lower reduce")
-
-
-__all__ = ["lower", "open_ranges", "reduce_identity", "range_order", "AxisType"]
+    """The kernel with UPCAST/UNROLL ranges expanded and every REDUCE turned into accumulator loads and stores.
+    Innermost reduces go first; reduces over the same ranges (the copies an upcast made) share one loop."""
+    ast = graph_rewrite(ast, pm_expand + pm_sort_ends + symbolic, name="expand")
+    ids = itertools.count()
+    while reduces := [u for u in ast.toposort() if u.op is Ops.REDUCE]:
+        inner = [r for r in reduces if not any(x.op is Ops.REDUCE for x in r.src[0].toposort())]
+        groups: dict[tuple[UOp, ...], list[UOp]] = {}
+        for r in inner:
+            groups.setdefault(tuple(sorted(r.src[1:], key=range_order)), []).append(r)
+        mapping: dict[UOp, UOp] = {}
+        for group in groups.values():
+            mapping.update(lower_reduces(group, ids))
+        ast = ast.substitute(mapping)
+    return ast
