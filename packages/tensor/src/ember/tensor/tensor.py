@@ -60,9 +60,13 @@ def _normalize_axis(axis: int | Sequence[int] | None, ndim: int, op: str) -> tup
 class Tensor:
     """A lazy tensor. `Tensor(np.ones((2, 3)))`, `Tensor([1, 2, 3], dtype=dtypes.int32)`, `Tensor(2.0)`."""
 
-    __slots__ = ("uop", "__weakref__")
+    __slots__ = ("uop", "requires_grad", "grad", "__weakref__")
 
-    def __init__(self, data: Any, device: str | None = None, dtype: DType | None = None):
+    def __init__(self, data: Any, device: str | None = None, dtype: DType | None = None,
+                 requires_grad: bool | None = None):
+        # requires_grad: True (a leaf to differentiate), False (never), None (only if used where grads flow)
+        self.requires_grad: bool | None = requires_grad
+        self.grad: Tensor | None = None
         dev = _canonical_device(device)
         if isinstance(data, UOp):
             self.uop = data
