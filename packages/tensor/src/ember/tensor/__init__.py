@@ -2,7 +2,7 @@
 
 __version__ = "0.1.0"
 
-from ember.tensor.tensor import Tensor  # noqa: E402
+from ember.tensor.tensor import Tensor, no_grad  # noqa: E402
 from ember.uops import dtypes  # noqa: E402
 
-__all__ = ["Tensor", "dtypes"]
+__all__ = ["Tensor", "dtypes", "no_grad"]

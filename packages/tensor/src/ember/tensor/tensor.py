@@ -24,6 +24,7 @@ from ember.uops import (
     sum_acc_dtype,
     to_numpy_dtype,
 )
+from ember.uops import gradient as uop_gradient
 
 _unique = itertools.count()
 _all_tensors: weakref.WeakSet[Tensor] = weakref.WeakSet()
@@ -69,7 +70,9 @@ class Tensor:
         self.grad: Tensor | None = None
         dev = _canonical_device(device)
         if isinstance(data, UOp):
-            self.uop = data
+            # under no_grad a computed tensor is cut off from the graph that made it
+            self.uop = data.detach() if no_grad.active and not _is_realized(data) and data.op not in \
+                (Ops.DETACH, Ops.CONST) else data
         elif isinstance(data, Tensor):
             self.uop = data.to(dev).uop if device is not None else data.uop
         elif isinstance(data, (bool, int, float)):
@@ -129,8 +132,11 @@ class Tensor:
             return
         live = frozenset(t.uop for t in _all_tensors)
         becomes = engine.realize_uops(list(dict.fromkeys(t.uop for t in todo)), live)
+        leaves = {t.uop for t in _all_tensors if t.requires_grad}
         for t in list(_all_tensors):
             if (new := becomes.get(t.uop)) is not None:
+                if leaves and new is not t.uop and _reaches(t.uop, leaves):
+                    _graph_of[new] = t.uop  # differentiable later: backward looks through the realized buffer
                 t.uop = new
 
     def numpy(self) -> np.ndarray:
@@ -415,6 +421,21 @@ class Tensor:
         return self.matmul(w)
 
 
+# a realized tensor on a gradient path -> the graph that computed it (lives as long as the realized view)
+_graph_of: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
+
+
+def _reaches(u: UOp, leaves: set[UOp]) -> bool:
+    return any(x in leaves for x in u.toposort(gate=lambda x: x.op is not Ops.DETACH))
+
+
+def _unrealize(u: UOp, keep: set[UOp]) -> UOp:
+    """u with every realized tensor on a gradient path replaced by the graph that computed it (not those in keep)."""
+    while mapping := {x: g for x in u.toposort() if x not in keep and (g := _graph_of.get(x)) is not None}:
+        u = u.substitute(mapping)
+    return u
+
+
 def _is_realized(u: UOp) -> bool:
     while u.op is Ops.RESHAPE:
         u = u.src[0]
@@ -426,3 +447,64 @@ def _shape_args(shape: Iterable[Any]) -> tuple[int, ...]:
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
     return tuple(int(s) for s in shape)
+
+
+class no_grad:
+    """A context where new tensors do not carry gradients: `with no_grad(): w.assign(w - lr * w.grad)`."""
+
+    active = 0
+
+    def __enter__(self) -> no_grad:
+        no_grad.active += 1
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        no_grad.active -= 1
+
+
+def _grad_of(self: Tensor, *targets: Tensor, gradient: Tensor | None = None) -> list[Tensor]:
+    """d(self)/d(target) for each target, as lazy tensors. `gradient` is the upstream gradient (default: 1 for a
+    one-element tensor)."""
+    if not dtypes.is_float(self.dtype):
+        raise TypeError(f"gradient: only a float tensor can be differentiated, this one is {self.dtype!r}")
+    if gradient is None:
+        if self.numel() != 1:
+            raise ValueError(f"gradient: the tensor has shape {self.shape}; backward without `gradient` needs a "
+                             "one-element tensor (pass gradient= of the same shape)")
+        gradient = Tensor.full(self.shape, 1.0, self.dtype, self.device)
+    if gradient.shape != self.shape:
+        raise ValueError(f"gradient: `gradient` has shape {gradient.shape}, the tensor has {self.shape}")
+    root = _unrealize(self.uop, {t.uop for t in targets})
+    grads = uop_gradient(root, [t.uop for t in targets], gradient.cast(self.dtype).uop)
+    out = []
+    for i, t in enumerate(targets):
+        if (g := grads.get(t.uop)) is None:
+            raise ValueError(f"gradient: target {i} (shape {t.shape}) is not used to compute this tensor")
+        out.append(Tensor(g))
+    return out
+
+
+def _backward(self: Tensor, gradient: Tensor | None = None) -> Tensor:
+    """Accumulate d(self)/d(leaf) into `.grad` of every tensor with requires_grad=True that self depends on."""
+    if not dtypes.is_float(self.dtype):
+        raise TypeError(f"backward: only a float tensor can be differentiated, this one is {self.dtype!r}")
+    in_graph = set(_unrealize(self.uop, set()).toposort(gate=lambda u: u.op is not Ops.DETACH))
+    leaves = [t for t in list(_all_tensors) if t.requires_grad and t.uop in in_graph]
+    if not leaves:
+        raise ValueError("backward: no tensor with requires_grad=True is used to compute this tensor")
+    unique = list(dict.fromkeys(t.uop for t in leaves))
+    grads = dict(zip(unique, _grad_of(self, *(Tensor(u) for u in unique), gradient=gradient)))
+    for t in leaves:
+        g = grads[t.uop]
+        t.grad = g if t.grad is None else t.grad + g
+    return self
+
+
+def _detach(self: Tensor) -> Tensor:
+    """The same values, with no gradient flowing back through them."""
+    return Tensor(self.uop.detach(), requires_grad=False)
+
+
+Tensor.gradient = _grad_of  # type: ignore[attr-defined]
+Tensor.backward = _backward  # type: ignore[attr-defined]
+Tensor.detach = _detach  # type: ignore[attr-defined]

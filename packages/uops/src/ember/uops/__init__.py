@@ -14,6 +14,7 @@ from ember.uops.dtype import (  # noqa: E402
                               to_numpy_dtype,
                               truncate,
 )
+from ember.uops.gradient import gradient, pm_gradient  # noqa: E402
 from ember.uops.movement import movement_index, view_index  # noqa: E402
 from ember.uops.ops import AxisType, GroupOp, Ops, UOp  # noqa: E402
 from ember.uops.render import render, render_expr  # noqa: E402
@@ -24,7 +25,8 @@ from ember.uops.symbolic import exec_alu, linear_terms, simplify_given_valid, sy
 
 __all__ = [
     "AxisType", "AddrSpace", "DType", "PtrDType", "dtypes", "from_numpy_dtype", "least_upper_dtype", "sum_acc_dtype",
-    "to_numpy_dtype", "truncate", "movement_index", "view_index", "GroupOp", "Ops", "UOp", "render", "render_expr",
+    "to_numpy_dtype", "truncate", "gradient", "pm_gradient", "movement_index", "view_index", "GroupOp", "Ops", "UOp",
+    "render", "render_expr",
     "PatternMatcher", "RewriteLoopError", "UPat", "graph_rewrite", "broadcast_shape", "prod", "sint", "SpecError",
     "verify", "exec_alu", "linear_terms", "simplify_given_valid", "symbolic", "symbolic_simple",
 ]

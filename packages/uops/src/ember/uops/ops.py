@@ -110,7 +110,7 @@ class UOp(metaclass=UOpMetaClass):
     """An immutable node of the IR. Building the same (op, dtype, src, arg, tag) twice returns the same object, so
     `==` and `hash` are identity and structural at once."""
 
-    __slots__ = ("op", "dtype", "src", "arg", "tag", "_shape", "_mm", "__weakref__")
+    __slots__ = ("op", "dtype", "src", "arg", "tag", "_shape", "_mm", "_device", "__weakref__")
     op: Ops
     dtype: DType
     src: tuple[UOp, ...]
@@ -122,6 +122,7 @@ class UOp(metaclass=UOpMetaClass):
         self.op, self.dtype, self.src, self.arg, self.tag = op, dtype, src, arg, tag
         self._shape: Any = _NOT_COMPUTED
         self._mm: Any = None
+        self._device: Any = _NOT_COMPUTED
 
     def __del__(self) -> None:
         try:
@@ -218,15 +219,10 @@ class UOp(metaclass=UOpMetaClass):
     @property
     def device(self) -> str | tuple[str, ...] | None:
         """The device of a tensor-level node: the arg of the DEVICE it was built on."""
-        if self.op is Ops.COPY:
-            return self.src[1].arg
-        if self.op is Ops.DEVICE:
-            return self.arg
-        # the first DEVICE reached without crossing a COPY (a COPY's own source lives elsewhere)
-        for u in self.toposort(gate=lambda u: u.op is not Ops.COPY):
-            if u.op is Ops.DEVICE:
-                return u.arg
-        return next((u.src[1].arg for u in self.toposort() if u.op is Ops.COPY), None)
+        if self._device is _NOT_COMPUTED:
+            for u in self.toposort(gate=lambda u: u._device is _NOT_COMPUTED):
+                u._device = _infer_device(u)
+        return self._device
 
     # *** range analysis ***
     @property
@@ -457,6 +453,15 @@ class UOp(metaclass=UOpMetaClass):
 
     def end(self, *ranges: UOp) -> UOp:
         return UOp(Ops.END, dtypes.void, (self, *ranges))
+
+
+def _infer_device(u: UOp) -> str | tuple[str, ...] | None:
+    # a COPY lives on its target; anything else where its first source with a device lives
+    if u.op is Ops.DEVICE:
+        return u.arg
+    if u.op is Ops.COPY:
+        return u.src[1].arg
+    return next((d for s in u.src if (d := s._device) is not None), None)
 
 
 # *** shape inference ***

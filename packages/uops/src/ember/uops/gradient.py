@@ -1,0 +1,119 @@
+"""Reverse-mode autodiff on tensor-level UOps: one rule table of vector-Jacobian products.
+
+Each rule gets the upstream gradient `ctx` (a UOp of the node's shape) and returns one gradient per source (None
+for a source that gets none, e.g. a comparison's inputs or an integer index).
+"""
+
+from __future__ import annotations
+
+import math
+
+from ember.uops.dtype import dtypes
+from ember.uops.ops import GroupOp, Ops, UOp
+from ember.uops.rewrite import PatternMatcher, UPat
+
+_LN2 = math.log(2)
+
+
+def _const_like(x: UOp, value: float) -> UOp:
+    """A constant broadcast to x's shape (on x's device)."""
+    c = UOp.const(x.dtype, value, x.device)  # type: ignore[arg-type]
+    return c.reshape((1,) * len(x.shape)).expand(x.shape) if x.shape else c  # type: ignore[arg-type]
+
+
+def _unexpand(g: UOp, shape: tuple) -> UOp:
+    # the gradient of an EXPAND sums over the axes it broadcast
+    axes = tuple(i for i, (s, n) in enumerate(zip(shape, g.shape)) if s != n)  # type: ignore[arg-type]
+    return g.reduce_axis(Ops.ADD, axes) if axes else g
+
+
+def _permute_back(order: tuple[int, ...]) -> tuple[int, ...]:
+    inv = [0] * len(order)
+    for i, o in enumerate(order):
+        inv[o] = i
+    return tuple(inv)
+
+
+def _max_grad(ctx: UOp, ret: UOp, a: UOp, b: UOp) -> tuple[UOp, UOp]:
+    # the larger source takes the gradient; a tie splits it evenly (as torch.maximum)
+    half = _const_like(a, 0.5)
+    one, zero = _const_like(a, 1.0), _const_like(a, 0.0)
+    wa = (b < a).where(one, a.eq(b).where(half, zero))
+    return ctx * wa, ctx * (one + -wa)
+
+
+def _reduce_max_grad(ctx: UOp, ret: UOp, x: UOp) -> tuple[UOp]:
+    # every position holding the max shares the gradient equally
+    axes = ret.arg[1]
+    mask = x.eq(ret.expand(x.shape)).where(_const_like(x, 1.0), _const_like(x, 0.0))
+    count = mask.reduce_axis(Ops.ADD, axes)
+    return ((ctx * count.reciprocal()).expand(x.shape) * mask,)
+
+
+pm_gradient = PatternMatcher([
+    (UPat(Ops.CAST, src=(UPat.var("x"),), name="ret"),
+     lambda ctx, ret, x: (ctx.cast(x.dtype) if dtypes.is_float(x.dtype) else None,)),
+    (UPat(Ops.RECIPROCAL, name="ret"), lambda ctx, ret: (-ctx * ret * ret,)),
+    (UPat(Ops.SQRT, name="ret"), lambda ctx, ret: (ctx * (ret + ret).reciprocal(),)),
+    (UPat(Ops.EXP2, name="ret"), lambda ctx, ret: (ctx * ret * _const_like(ret, _LN2),)),
+    (UPat(Ops.LOG2, src=(UPat.var("x"),)), lambda ctx, x: (ctx * (x * _const_like(x, _LN2)).reciprocal(),)),
+    (UPat(Ops.SIN, src=(UPat.var("x"),)),
+     lambda ctx, x: (ctx * (_const_like(x, math.pi / 2) + -x).sin(),)),
+    (UPat(Ops.NEG), lambda ctx: (-ctx,)),
+    (UPat(Ops.TRUNC, src=(UPat.var("x"),)), lambda ctx, x: (_const_like(x, 0.0),)),
+    (UPat(Ops.ADD), lambda ctx: (ctx, ctx)),
+    (UPat(Ops.MUL, src=(UPat.var("a"), UPat.var("b"))), lambda ctx, a, b: (ctx * b, ctx * a)),
+    (UPat(Ops.FDIV, src=(UPat.var("a"), UPat.var("b"))),
+     lambda ctx, a, b: (ctx / b, -ctx * a / (b * b))),
+    (UPat(Ops.MAX, src=(UPat.var("a"), UPat.var("b")), name="ret"), _max_grad),
+    (UPat(Ops.POW, src=(UPat.var("a"), UPat.var("b")), name="ret"),
+     lambda ctx, ret, a, b: (ctx * b * a.pow(b + -_const_like(b, 1.0)),
+                             ctx * ret * (a.log2() * _const_like(a, _LN2)))),
+    (UPat(Ops.WHERE, src=(UPat.var("c"), UPat.var("a"), UPat.var("b"))),
+     lambda ctx, c, a, b: (None, c.where(ctx, _const_like(a, 0.0)), c.where(_const_like(b, 0.0), ctx))),
+    (UPat(GroupOp.Comparison | {Ops.IDIV, Ops.MOD, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR, Ops.BITCAST},
+          name="ret"), lambda ctx, ret: (None,) * len(ret.src)),
+    # reductions
+    (UPat(Ops.REDUCE_AXIS, src=(UPat.var("x"),), name="ret"),
+     lambda ctx, ret, x: (ctx.expand(x.shape),) if ret.arg[0] is Ops.ADD else
+     _reduce_max_grad(ctx, ret, x) if ret.arg[0] is Ops.MAX else
+     ((ctx * ret).expand(x.shape) * x.reciprocal(),)),
+    # movement
+    (UPat(Ops.RESHAPE, src=(UPat.var("x"),)), lambda ctx, x: (ctx.reshape(x.shape),)),
+    (UPat(Ops.PERMUTE, name="ret"), lambda ctx, ret: (ctx.permute(_permute_back(ret.arg)),)),
+    (UPat(Ops.EXPAND, src=(UPat.var("x"),)), lambda ctx, x: (_unexpand(ctx, x.shape),)),
+    (UPat(Ops.PAD, name="ret"),
+     lambda ctx, ret: (ctx.shrink(tuple((b, s - a) for (b, a), s in zip(ret.arg, ret.shape))),)),
+    (UPat(Ops.SHRINK, src=(UPat.var("x"),), name="ret"),
+     lambda ctx, ret, x: (ctx.pad(tuple((b, s - e) for (b, e), s in zip(ret.arg, x.shape))),)),
+    (UPat(Ops.FLIP, name="ret"), lambda ctx, ret: (ctx.flip(ret.arg),)),
+    # tensor-level
+    (UPat((Ops.CONTIGUOUS,)), lambda ctx: (ctx,)),
+    (UPat(Ops.COPY, src=(UPat.var("x"), UPat(Ops.DEVICE))), lambda ctx, x: (ctx.copy_to_device(x.device), None)),
+    (UPat(Ops.DETACH), lambda ctx: (None,)),
+])
+
+
+def gradient(root: UOp, targets: list[UOp], root_grad: UOp) -> dict[UOp, UOp]:
+    """d(root)/d(target) for each target reachable from root, given the gradient of root (its shape). Targets that
+    root does not depend on (or only through DETACH, comparisons, integer ops) are left out."""
+    # only the part of the graph between root and the targets carries gradients
+    on_path: set[UOp] = set(targets)
+    order = root.toposort(gate=lambda u: u.op is not Ops.DETACH)
+    for u in order:
+        if any(s in on_path for s in u.src) and u.op is not Ops.DETACH:
+            on_path.add(u)
+    grads: dict[UOp, UOp] = {root: root_grad}
+    for u in reversed(order):
+        if (g := grads.get(u)) is None or not u.src or u in targets and not any(s in on_path for s in u.src):
+            continue
+        if not any(s in on_path for s in u.src):
+            continue
+        src_grads = pm_gradient.rewrite(u, ctx=g)
+        if src_grads is None:
+            raise NotImplementedError(f"gradient: no rule for {u.op}")
+        for s, sg in zip(u.src, src_grads):
+            if sg is None or s not in on_path:
+                continue
+            grads[s] = sg if s not in grads else grads[s] + sg
+    return {t: grads[t] for t in targets if t in grads}
