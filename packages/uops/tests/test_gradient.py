@@ -2,7 +2,6 @@ import pytest
 
 from ember.uops import Ops, UOp, dtypes, gradient
 
-
 _ids = iter(range(10**6))
 
 
@@ -10,7 +9,8 @@ def buf(*shape):
     size = 1
     for s in shape:
         size *= s
-    return UOp(Ops.BUFFER, dtypes.float32, (UOp(Ops.UNIQUE, arg=next(_ids)), UOp(Ops.DEVICE, arg="CPU")), size).reshape(shape)
+    src = (UOp(Ops.UNIQUE, arg=next(_ids)), UOp(Ops.DEVICE, arg="CPU"))
+    return UOp(Ops.BUFFER, dtypes.float32, src, size).reshape(shape)
 
 
 def ones(shape):
