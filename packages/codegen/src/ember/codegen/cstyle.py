@@ -121,7 +121,7 @@ class CRenderer(Renderer):
                                                       uses.get(u, 0) == 1 and users_loop.get(u) is loop_of[u])
 
         names: dict[UOp, str] = {}
-        params: list[tuple[int, str]] = []
+        params: list[tuple[tuple[int, int | str], str]] = []
         written = {u.src[0].src[0] for u in uops if u.op is Ops.STORE and u.src[0].op is Ops.INDEX}
         lines: list[str] = []
         counter = 0
@@ -135,10 +135,10 @@ class CRenderer(Renderer):
             if u.op is Ops.PARAM:
                 names[u] = f"data{u.arg}"
                 const = "" if u in written else "const "
-                params.append((u.arg, f"{const}{self.ctype(u.dtype.base)}* restrict {names[u]}"))
+                params.append(((0, u.arg), f"{const}{self.ctype(u.dtype.base)}* restrict {names[u]}"))
             elif u.op is Ops.DEFINE_VAR:
                 names[u] = u.arg[0]
-                params.append((10**6 + len(params), f"long long {u.arg[0]}"))
+                params.append(((1, u.arg[0]), f"long long {u.arg[0]}"))  # after the buffers, by name (vars order)
             elif u.op is Ops.CONST:
                 names[u] = render_const(u.arg, u.dtype)
             elif u.op is Ops.RANGE:

@@ -1,6 +1,6 @@
 """OpenMP vs one thread vs a thread start per launch, on hand-written C kernels run through Device["CPU"].
 
-    python packages/runtime/bench/bench_openmp.py
+    python tools/bench/bench_openmp.py
 
 Prints median milliseconds per launch (Program(..., wait=True)) and the speedups over one thread."""
 
