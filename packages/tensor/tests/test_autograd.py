@@ -2,10 +2,9 @@
 
 import numpy as np
 import pytest
+import torch
 
 from ember.tensor import Tensor, dtypes, no_grad
-
-torch = pytest.importorskip("torch")
 
 
 def both(fn, *shapes, positive=False, seed=0, rtol=1e-4, atol=1e-5, device="CPU"):
