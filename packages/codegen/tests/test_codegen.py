@@ -163,3 +163,25 @@ def test_renderer_output_is_readable():
     assert "float acc7 = 0.0f;" in prg.src and "acc8" not in prg.src
     assert prg.src.count("for (") == 3
     assert [b.written for b in prg.bufs] == [True, False, False]
+
+
+def test_bfloat16_math_in_float(run_c, rng):
+    n = 257
+    ast = elementwise_ast(n, dtypes.bfloat16)
+    prg = to_program(ast, CRenderer())
+    assert "emb_bf16_to_f32" in prg.src and "emb_f32_to_bf16" in prg.src
+    a32 = (rng.standard_normal(n) * 10).astype(np.float32)
+    b32 = (rng.standard_normal(n) * 10).astype(np.float32)
+
+    def to_bf16(x):  # round to nearest even, as bits
+        u = x.view(np.uint32).astype(np.uint64)
+        return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+    def from_bf16(b):
+        return (b.astype(np.uint32) << 16).view(np.float32)
+
+    a, b = to_bf16(a32), to_bf16(b32)
+    (out, *_) = run_c(prg, np.zeros(n, np.uint16), a, b)
+    # each op rounds to bfloat16 (a*b first, then + a), computed in float32
+    want = to_bf16(from_bf16(to_bf16(from_bf16(a) * from_bf16(b))) + from_bf16(a))
+    np.testing.assert_array_equal(out, want)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import struct
 from collections.abc import Callable
 
 from ember.codegen.renderer import Renderer
@@ -12,11 +13,17 @@ from ember.uops import AxisType, DType, Ops, PtrDType, UOp, dtypes
 C_TYPES = {dtypes.bool: "_Bool", dtypes.int8: "signed char", dtypes.uint8: "unsigned char", dtypes.int16: "short",
            dtypes.uint16: "unsigned short", dtypes.int32: "int", dtypes.uint32: "unsigned int",
            dtypes.int64: "long long", dtypes.uint64: "unsigned long long", dtypes.index: "long long",
-           dtypes.float16: "_Float16", dtypes.float32: "float", dtypes.float64: "double"}
+           dtypes.float16: "_Float16", dtypes.bfloat16: "unsigned short", dtypes.float32: "float",
+           dtypes.float64: "double"}
 
 _PRELUDE = """#include <math.h>
 static inline float emb_maxf(float a, float b) { return (a != a || a > b) ? a : b; }
 static inline double emb_max(double a, double b) { return (a != a || a > b) ? a : b; }
+static inline float emb_bf16_to_f32(unsigned short x) { unsigned int u = (unsigned int)x << 16; float f;
+  __builtin_memcpy(&f, &u, 4); return f; }
+static inline unsigned short emb_f32_to_bf16(float f) { unsigned int u; __builtin_memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40);  /* NaN stays NaN */
+  return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); }  /* round to nearest even */
 """
 
 # float math of each width; float16 computes in float
@@ -27,6 +34,8 @@ _MATH = {"float": ("exp2f", "log2f", "sinf", "sqrtf", "truncf", "powf", "fmodf",
 def render_const(value: int | float | bool, dtype: DType) -> str:
     if dtype == dtypes.bool:
         return "1" if value else "0"
+    if dtype == dtypes.bfloat16:  # stored as its bits: the top half of the float32
+        return f"((unsigned short)0x{struct.unpack('I', struct.pack('f', float(value)))[0] >> 16:04x})"
     if dtypes.is_float(dtype):
         v = float(value)
         if math.isnan(v):
@@ -176,7 +185,11 @@ class CRenderer(Renderer):
                 store = f"{names[idx]} = {a[1]};"
                 emit(store if len(idx.src) == 2 else f"if ({names[idx.src[2]]}) {store}")
             elif u.op in _ALU_OPS or u.op in (Ops.CAST, Ops.BITCAST):
-                if u.op is Ops.CAST:
+                if u.op is Ops.CAST and u.src[0].dtype == dtypes.bfloat16:
+                    expr = f"(({self.ctype(u.dtype)})emb_bf16_to_f32({a[0]}))"
+                elif u.op is Ops.CAST and u.dtype == dtypes.bfloat16:
+                    expr = f"emb_f32_to_bf16((float){a[0]})"
+                elif u.op is Ops.CAST:
                     expr = f"(({self.ctype(u.dtype)}){a[0]})"
                 elif u.op is Ops.BITCAST:
                     expr = f"({{ {self.ctype(u.dtype)} t_; __builtin_memcpy(&t_, &{a[0]}, sizeof(t_)); t_; }})"

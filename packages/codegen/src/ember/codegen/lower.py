@@ -13,7 +13,7 @@ import itertools
 
 from ember.codegen.expand import pm_expand
 from ember.codegen.opt import _KIND_ORDER
-from ember.uops import DType, Ops, PatternMatcher, UOp, UPat, dtypes, graph_rewrite, symbolic
+from ember.uops import DType, GroupOp, Ops, PatternMatcher, UOp, UPat, dtypes, graph_rewrite, symbolic
 
 
 def reduce_identity(op: Ops, dtype: DType) -> int | float | bool:
@@ -48,17 +48,20 @@ def lower_reduces(reduces: list[UOp], ids: itertools.count) -> dict[UOp, UOp]:
     rngs = tuple(sorted(reduces[0].src[1:], key=range_order))
     updates, accs = [], []
     for red in reduces:
-        identity = UOp.const(red.dtype, reduce_identity(red.arg, red.dtype))
-        acc = UOp(Ops.DEFINE_REG, red.dtype, (identity,), next(ids))
+        # a bfloat16 reduce accumulates in float32 (as PyTorch does), rounded once at the end
+        acc_dt = dtypes.float32 if red.dtype == dtypes.bfloat16 else red.dtype
+        value = red.src[0].cast(acc_dt)
+        identity = UOp.const(acc_dt, reduce_identity(red.arg, acc_dt))
+        acc = UOp(Ops.DEFINE_REG, acc_dt, (identity,), next(ids))
         outer = tuple(sorted(open_ranges(red.src[0]) - set(rngs), key=range_order))
         init = UOp(Ops.STORE, dtypes.void, (acc, identity, *outer))
-        cur = UOp(Ops.LOAD, red.dtype, (acc, init, *rngs))
-        new = cur | red.src[0] if red.arg is Ops.ADD and red.dtype == dtypes.bool else cur.alu(red.arg, red.src[0])
+        cur = UOp(Ops.LOAD, acc_dt, (acc, init, *rngs))
+        new = cur | value if red.arg is Ops.ADD and acc_dt == dtypes.bool else cur.alu(red.arg, value)
         updates.append(UOp(Ops.STORE, dtypes.void, (acc, new, *rngs)))
         accs.append(acc)
     body = updates[0] if len(updates) == 1 else UOp(Ops.NOOP, dtypes.void, tuple(updates))
     end = UOp(Ops.END, dtypes.void, (body, *rngs))
-    return {red: UOp(Ops.LOAD, red.dtype, (acc, end)) for red, acc in zip(reduces, accs)}
+    return {red: UOp(Ops.LOAD, acc.dtype, (acc, end)).cast(red.dtype) for red, acc in zip(reduces, accs)}
 
 
 def sort_end_ranges(e: UOp) -> UOp | None:
@@ -67,6 +70,19 @@ def sort_end_ranges(e: UOp) -> UOp | None:
     return None if rngs == e.src[1:] else e.replace(src=(e.src[0], *rngs))
 
 
+def _via_float(x: UOp) -> UOp | None:
+    # bfloat16 math runs in float32: cast the sources up, compute, round the result back
+    if x.op in GroupOp.Comparison:
+        return x.replace(src=tuple(s.cast(dtypes.float32) for s in x.src))
+    src = tuple(s.cast(dtypes.float32) if s.dtype == dtypes.bfloat16 else s for s in x.src)
+    return x.replace(dtype=dtypes.float32, src=src).cast(dtypes.bfloat16)
+
+
+pm_decompose = PatternMatcher([
+    (UPat(GroupOp.ALU - GroupOp.Comparison - {Ops.WHERE}, dtype=dtypes.bfloat16, name="x"), _via_float),
+    (UPat(GroupOp.Comparison, src=(UPat.var(dtype=dtypes.bfloat16), UPat.var()), name="x"), _via_float),
+])
+
 pm_sort_ends = PatternMatcher([
     (UPat(Ops.END, src=(UPat(Ops.STORE, src=(UPat(Ops.INDEX), UPat.var()), allow_any_len=True),),
           allow_any_len=True, name="e"), sort_end_ranges),
@@ -74,7 +90,8 @@ pm_sort_ends = PatternMatcher([
 
 
 def lower(ast: UOp) -> UOp:
-    """The kernel with UPCAST/UNROLL ranges expanded and every REDUCE turned into accumulator loads and stores.
+    """The kernel with UPCAST/UNROLL ranges expanded, every REDUCE turned into accumulator loads and stores, and
+    bfloat16 math done in float32.
     Innermost reduces go first; reduces over the same ranges (the copies an upcast made) share one loop."""
     ast = graph_rewrite(ast, pm_expand + pm_sort_ends + symbolic, name="expand")
     ids = itertools.count()
@@ -87,4 +104,4 @@ def lower(ast: UOp) -> UOp:
         for group in groups.values():
             mapping.update(lower_reduces(group, ids))
         ast = ast.substitute(mapping)
-    return ast
+    return graph_rewrite(ast, pm_decompose, name="decompose")
