@@ -1,0 +1,12 @@
+"""ember.tensor.nn: model state (state dicts, safetensors)."""
+
+from ember.tensor.nn.state import (
+                                   get_parameters,
+                                   get_state_dict,
+                                   load_state_dict,
+                                   safe_load,
+                                   safe_load_metadata,
+                                   safe_save,
+)
+
+__all__ = ["get_parameters", "get_state_dict", "load_state_dict", "safe_load", "safe_load_metadata", "safe_save"]
