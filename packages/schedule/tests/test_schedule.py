@@ -153,3 +153,25 @@ def test_assign_writes_the_target_buffer():
 def test_bad_input():
     with pytest.raises(ValueError, match="expected a SINK"):
         schedule(buf(4))
+
+
+def test_read_before_assign_runs_first():
+    a = buf(4, 4)
+    base = a.src[0]
+    old_sum = a.reduce_axis(Ops.ADD, (0, 1))  # reads a's old value
+    s = kernels(a.assign(a * 2.0), old_sum)
+    writer = next(i for i, it in enumerate(s.items) if it.bufs[0] is base)
+    reader = next(i for i, it in enumerate(s.items) if it.bufs[0] is not base)
+    assert reader < writer
+    # reading the assigned value runs after the assign
+    asg = a.assign(a * 3.0)
+    s = kernels(asg, asg.reduce_axis(Ops.ADD, (0, 1)))
+    writer = next(i for i, it in enumerate(s.items) if it.bufs[0] is base)
+    reader = next(i for i, it in enumerate(s.items) if it.bufs[0] is not base)
+    assert writer < reader
+
+
+def test_assign_to_a_view():
+    a = buf(4, 4)
+    s = kernels(a.shrink(((1, 3), (0, 4))).assign(const(1.0, (2, 4))))
+    assert len(s.items) == 1 and s.items[0].bufs[0] is a.src[0]

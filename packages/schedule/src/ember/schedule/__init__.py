@@ -10,7 +10,7 @@ from dataclasses import dataclass, field  # noqa: E402
 from ember.schedule.kernel_split import ExecItem, copy_item, split_kernel  # noqa: E402
 from ember.schedule.memory import memory_plan  # noqa: E402
 from ember.schedule.rangeify import buffer_of, is_buffer_view, kernel_ast, new_buffer, realize_map  # noqa: E402
-from ember.uops import Ops, UOp, prod, verify  # noqa: E402
+from ember.uops import GroupOp, Ops, UOp, prod, verify  # noqa: E402
 
 _unique = itertools.count(1 << 40)  # UNIQUE ids of scheduler-made buffers (the tensor layer counts from 0)
 
@@ -21,6 +21,52 @@ class Schedule:
 
     items: list[ExecItem] = field(default_factory=list)
     becomes: dict[UOp, UOp] = field(default_factory=dict)
+
+
+def assign_target(a: UOp) -> UOp:
+    """The BUFFER an ASSIGN writes (its target may be a view of it)."""
+    t = a.src[0]
+    while t.op in GroupOp.Movement:
+        t = t.src[0]
+    if t.op is not Ops.BUFFER:
+        raise ValueError(f"assign: the target must be a realized buffer (or a view of one), got {t.op}")
+    return t
+
+
+def order_assigns(order: list[UOp], buffers: dict[UOp, UOp]) -> list[UOp]:
+    """Realized nodes in an order that respects assigns: a kernel that reads a buffer's old value runs before the
+    assign that overwrites it (write-after-read); one that reads the assigned value runs after it."""
+    deps: dict[UOp, set[UOp]] = {}
+    reads: dict[UOp, set[UOp]] = {}
+    for u in order:
+        graph = u.toposort(gate=lambda x, u=u: x is u or x not in buffers)  # stop at other realized nodes
+        deps[u] = {x for x in graph if x in buffers and x is not u}
+        reads[u] = {x for x in graph if x.op is Ops.BUFFER}
+    for a in (u for u in order if u.op is Ops.ASSIGN):
+        for r in order:
+            if r is not a and buffers[a] in reads[r] and a not in deps[r] and r not in deps[a] and \
+                    a not in _closure(deps, r):
+                deps[a].add(r)
+    ret, done, position = [], set(), {u: i for i, u in enumerate(order)}
+    ready = sorted((u for u in order if not deps[u]), key=position.__getitem__)
+    while ready:
+        u = ready.pop(0)
+        ret.append(u)
+        done.add(u)
+        new = [v for v in order if v not in done and v not in ready and deps[v] <= done]
+        ready = sorted(ready + new, key=position.__getitem__)
+    if len(ret) != len(order):
+        raise RuntimeError("schedule: the assigns form a cycle (a value is read both before and after it is assigned)")
+    return ret
+
+
+def _closure(deps: dict[UOp, set[UOp]], u: UOp) -> set[UOp]:
+    seen, stack = set(), list(deps[u])
+    while stack:
+        if (x := stack.pop()) not in seen:
+            seen.add(x)
+            stack.extend(deps[x])
+    return seen
 
 
 def schedule(sink: UOp, hold: frozenset[UOp] = frozenset()) -> Schedule:
@@ -34,7 +80,9 @@ def schedule(sink: UOp, hold: frozenset[UOp] = frozenset()) -> Schedule:
     order = [u for u in sink.toposort(gate=lambda u: u.op is not Ops.BUFFER) if u in realized]
     buffers: dict[UOp, UOp] = {}
     for u in order:
-        buffers[u] = buffer_of(u.src[0]) if u.op is Ops.ASSIGN else new_buffer(u, next(_unique))
+        buffers[u] = assign_target(u) if u.op is Ops.ASSIGN else new_buffer(u, next(_unique))
+    if any(u.op is Ops.ASSIGN for u in order):
+        order = order_assigns(order, buffers)
     items: list[ExecItem] = []
     for u in order:
         if prod(u.shape) == 0:

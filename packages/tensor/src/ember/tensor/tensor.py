@@ -73,6 +73,11 @@ def _as_index(k: Any, device: str) -> Any:
     return k
 
 
+def _int64_acc(dt: DType) -> DType:
+    # torch's accumulator for prod/cumsum/cumprod: bool and ints below 64 bits go to int64, floats keep theirs
+    return dt if dtypes.is_float(dt) or dt == dtypes.uint64 else dtypes.int64
+
+
 def _random_shape(shape: tuple[Any, ...], op: str) -> tuple[int, ...]:
     shape_t = _shape_args(shape)
     if any(s < 0 for s in shape_t):
@@ -175,7 +180,7 @@ class Tensor:
         leaves = {t.uop for t in _all_tensors if t.requires_grad}
         for t in list(_all_tensors):
             if (new := becomes.get(t.uop)) is not None:
-                if leaves and new is not t.uop and _reaches(t.uop, leaves):
+                if leaves and new is not t.uop and t.uop.op is not Ops.ASSIGN and _reaches(t.uop, leaves):
                     _graph_of[new] = t.uop  # differentiable later: backward looks through the realized buffer
                 t.uop = new
 
@@ -462,11 +467,10 @@ class Tensor:
         return self.sin() / self.cos()
 
     def sign(self) -> Tensor:
-        """-1, 0 or 1 by the sign of x, in x's dtype (NaN stays NaN)."""
+        """-1, 0 or 1 by the sign of x, in x's dtype (NaN gives 0, as torch)."""
         if self.dtype == dtypes.bool:
             return self
-        out = (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype)
-        return self.isnan().where(self, out) if dtypes.is_float(self.dtype) else out
+        return (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype)
 
     def square(self) -> Tensor:
         """x * x."""
@@ -676,7 +680,7 @@ class Tensor:
     # *** reductions (full API) ***
     def prod(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
         """The product over `axis` (all by default); bool and ints accumulate in int64, as torch."""
-        return self.cast(sum_acc_dtype(self.dtype))._reduce(Ops.MUL, axis, keepdim)
+        return self.cast(_int64_acc(self.dtype))._reduce(Ops.MUL, axis, keepdim)
 
     def var(self, axis: int | Sequence[int] | None = None, keepdim: bool = False,
             correction: int | float = 1) -> Tensor:
@@ -766,9 +770,9 @@ class Tensor:
         [1, 3, 6]."""
         if self.ndim == 0:
             _normalize_axis(axis, 0, "cumsum")
-            return self.cast(sum_acc_dtype(self.dtype))
+            return self.cast(_int64_acc(self.dtype))
         ax = _normalize_axis(axis, self.ndim, "cumsum")[0]
-        x = self.cast(sum_acc_dtype(self.dtype)).transpose(ax, -1)
+        x = self.cast(_int64_acc(self.dtype)).transpose(ax, -1)
         n = x.shape[-1]
         # out[..., i] = sum_j x[..., j] * (j <= i): one reduction over a lower-triangular mask
         ramp = Tensor.arange(n, device=self.device)
@@ -779,9 +783,9 @@ class Tensor:
     def cumprod(self, axis: int = 0) -> Tensor:
         """The running product along `axis`."""
         if self.ndim == 0:
-            return self.cast(sum_acc_dtype(self.dtype))
+            return self.cast(_int64_acc(self.dtype))
         ax = _normalize_axis(axis, self.ndim, "cumprod")[0]
-        x = self.cast(sum_acc_dtype(self.dtype)).transpose(ax, -1)
+        x = self.cast(_int64_acc(self.dtype)).transpose(ax, -1)
         n = x.shape[-1]
         ramp = Tensor.arange(n, device=self.device)
         keep = ramp.reshape(1, n) <= ramp.reshape(n, 1)
@@ -1101,12 +1105,12 @@ class Tensor:
         return Tensor.uniform(*shape_t, low=-bound, high=bound, dtype=dtype, device=device)
 
     # *** indexing (full API) ***
-    def _basic_index(self, dim: int, k: Any) -> tuple[Tensor, bool]:
-        # one int or slice on dim `dim`: (the result, whether the dim is gone)
+    def _basic_index(self, dim: int, k: Any, src_dim: int) -> tuple[Tensor, bool]:
+        # one int or slice on dim `dim` (dim `src_dim` of the tensor indexed): (the result, whether the dim is gone)
         s = self.shape[dim]
         if isinstance(k, int):
             if not -s <= k < s:
-                raise IndexError(f"index {k} is out of range for dim {dim} of size {s}")
+                raise IndexError(f"index {k} is out of range for dim {src_dim} of size {s}")
             k %= s
             bounds = [(0, n) for n in self.shape]
             bounds[dim] = (k, k + 1)
@@ -1151,34 +1155,31 @@ class Tensor:
             raise IndexError(f"too many indices for tensor of dimension {self.ndim} (got {n_used})")
         at = next((i for i, k in enumerate(idx) if k is Ellipsis), len(idx))
         idx = idx[:at] + [slice(None)] * (self.ndim - n_used) + idx[at + 1:]
-        x, dim, out_shape_dims, adv = self, 0, 0, []  # adv: (position in the result, dim in x, index tensor)
-        new_shape_ones = []
+        # dim: the dim of x the next index applies to; src: that dim in self (for messages); pos: dims of the result
+        x, dim, src, pos = self, 0, 0, 0
+        new_axes: list[int] = []
+        adv: list[tuple[int, Tensor]] = []  # (position in the result, index tensor)
         for k in idx:
             if k is None:
-                new_shape_ones.append(out_shape_dims)
-                out_shape_dims += 1
+                new_axes.append(pos)
+                pos += 1
                 continue
             if isinstance(k, Tensor):
-                adv.append((out_shape_dims, dim, k))
-                dim += 1
-                out_shape_dims += 1
-                continue
-            if not isinstance(k, (int, slice)):
-                raise IndexError(f"unsupported index {k!r}: use ints, slices, None, ..., int or bool tensors")
-            x, gone = x._basic_index(dim, k)
-            if gone:
-                x = x.reshape(x.shape[:dim] + x.shape[dim + 1:])
+                adv.append((pos, k))
+            elif isinstance(k, (int, slice)):
+                x, gone = x._basic_index(dim, k, src)
+                if gone:
+                    x = x.reshape(x.shape[:dim] + x.shape[dim + 1:])
+                    src += 1
+                    continue
             else:
-                dim += 1
-                out_shape_dims += 1
+                raise IndexError(f"unsupported index {k!r}: use ints, slices, None, ..., int or bool tensors")
+            dim, src, pos = dim + 1, src + 1, pos + 1
         shape = list(x.shape)
-        for pos in new_shape_ones:  # positions in the result, in increasing order
-            shape.insert(pos, 1)
+        for p in new_axes:  # positions in the result, in increasing order
+            shape.insert(p, 1)
         x = x.reshape(shape)
-        if not adv:
-            return x
-        dims = [pos for pos, _, _ in adv]
-        return x._advanced_index(dims, [k for _, _, k in adv])
+        return x._advanced_index([p for p, _ in adv], [k for _, k in adv]) if adv else x
 
     def _advanced_index(self, dims: list[int], index: list[Tensor]) -> Tensor:
         # numpy rules: the broadcast index shape replaces the indexed dims where they sit if they are adjacent,
@@ -1363,3 +1364,22 @@ def _detach(self: Tensor) -> Tensor:
 Tensor.gradient = _grad_of  # type: ignore[attr-defined]
 Tensor.backward = _backward  # type: ignore[attr-defined]
 Tensor.detach = _detach  # type: ignore[attr-defined]
+
+
+def _assign(self: Tensor, x: Any) -> Tensor:
+    """Write x into this (realized) tensor's buffer: the Tensor keeps its identity, its value becomes x."""
+    x = x if isinstance(x, Tensor) else Tensor(x, self.device, self.dtype)
+    if x.dtype != self.dtype:
+        raise TypeError(f"assign: value dtype {x.dtype!r} differs from the target's {self.dtype!r}")
+    if x.device != self.device:
+        raise ValueError(f"assign: value is on {x.device}, the target on {self.device}")
+    base = self.uop
+    while base.op in (Ops.RESHAPE, Ops.SHRINK, Ops.PERMUTE, Ops.FLIP):
+        base = base.src[0]
+    if base.op is not Ops.BUFFER:
+        raise ValueError("assign: the target must be a realized tensor (or a view of one); realize() it first")
+    self.uop = self.uop.assign(x.expand(self.shape).uop)
+    return self
+
+
+Tensor.assign = _assign  # type: ignore[attr-defined]
