@@ -111,3 +111,43 @@ def test_one_hot_masked_fill(dev):
     check(Tensor(a, dev).masked_fill(Tensor(mrow, dev), -1), torch.tensor(a).masked_fill(torch.tensor(mrow), -1))
     with pytest.raises(TypeError, match="one_hot: the tensor must be int"):
         Tensor([0.5]).one_hot(2)
+
+
+SETITEM = [(1,), (slice(1, 3),), (slice(None, None, 2), slice(None, None, -3)), (Ellipsis, 0), (-1, slice(4, 0, -2)),
+           (slice(None), None, 2), (slice(5, 9),), (0, 0, 0), (slice(0, 0),)]
+
+
+@pytest.mark.parametrize("dev", ["CPU", "PYTHON"])
+@pytest.mark.parametrize("idx", SETITEM, ids=[repr(i) for i in SETITEM])
+def test_setitem_basic(dev, idx):
+    a = A.copy()  # numpy is the reference here: torch has no negative steps
+    t = Tensor(a, dev).realize()
+    view = t.reshape(-1)  # another view of the same buffer sees the write
+    t[idx] = -7.0
+    a[idx] = -7.0
+    check(t, torch.tensor(a))
+    check(view, torch.tensor(a.reshape(-1)))
+    shape = a[idx].shape
+    v = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
+    t[idx] = Tensor(v, dev)
+    a[idx] = v
+    check(t, torch.tensor(a))
+
+
+@pytest.mark.parametrize("dev", ["CPU", "PYTHON"])
+def test_setitem_mask_broadcast_and_errors(dev):
+    a, ta = A[0].copy(), torch.tensor(A[0])
+    t = Tensor(a, dev)
+    t[t > 0] = 0.5
+    ta[ta > 0] = 0.5
+    check(t, ta)
+    t[:, 1:3] = Tensor([[1.0], [2.0], [3.0], [4.0]], dev)  # broadcasts over the slice
+    ta[:, 1:3] = torch.tensor([[1.0], [2.0], [3.0], [4.0]])
+    check(t, ta)
+    i = Tensor(np.zeros((2, 3), np.int32), dev)
+    i[1] = 2.7  # the value takes the tensor's dtype
+    check(i, torch.tensor([[0, 0, 0], [2, 2, 2]], dtype=torch.int32))
+    with pytest.raises(ValueError, match=r"setitem: cannot broadcast the value to the indexed shape \(4, 2\)"):
+        t[:, 1:3] = Tensor.ones(3, device=dev)
+    with pytest.raises(IndexError, match="setitem: int-tensor .* indices are not supported"):
+        t[[0, 1]] = 1.0

@@ -56,8 +56,8 @@ def get_kernel(ast: UOp, device: str) -> CompiledKernel:
     return k
 
 
-def run_copy(item: ExecItem) -> None:
-    dst, src = (buffer_for(b) for b in item.bufs)
+def run_copy(item: ExecItem, bufs: list[Buffer] | None = None) -> None:
+    dst, src = bufs if bufs is not None else (buffer_for(b) for b in item.bufs)
     host = np.empty(src.size, to_numpy_dtype(src.dtype)) if src.dtype.name in _NP else bytearray(src.nbytes)
     src.copyout(memoryview(host).cast("B"))
     dst.copyin(memoryview(host).cast("B"))
@@ -67,10 +67,16 @@ _NP = {"bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "
        "float64"}
 
 
+# while a jit captures, every launch is recorded here: (kernel or None for a copy, item, buffers)
+capturing: list[tuple[CompiledKernel | None, ExecItem, list[Buffer]]] | None = None
+
+
 def run_schedule(sched: Schedule, var_vals: dict[UOp, int] | None = None) -> None:
     """Run every ExecItem in order (DEBUG>=2 prints each kernel with its time)."""
     for i, item in enumerate(sched.items):
         if item.ast.op is Ops.COPY:
+            if capturing is not None:
+                capturing.append((None, item, [buffer_for(b) for b in item.bufs]))
             run_copy(item)
             if debug_level() >= 2:
                 src_dev, dst_dev = item.bufs[1].src[1].arg, item.bufs[0].src[1].arg
@@ -79,6 +85,8 @@ def run_schedule(sched: Schedule, var_vals: dict[UOp, int] | None = None) -> Non
         device = item.bufs[0].src[1].arg
         kernel = get_kernel(item.ast, device)
         bufs = [buffer_for(b) for b in item.bufs]
+        if capturing is not None:
+            capturing.append((kernel, item, bufs))
         timing = debug_level() >= 2
         t = kernel(bufs, var_vals, wait=timing)
         if timing:

@@ -85,6 +85,30 @@ def _random_shape(shape: tuple[Any, ...], op: str) -> tuple[int, ...]:
     return shape_t
 
 
+def _unindex_dim(x: Tensor, dim: int, k: int | slice, size: int) -> Tensor:
+    """x, the result of indexing dim `dim` (of size `size`) by k (as a size-1 dim for an int), padded with zeros back
+    to where those elements came from: the inverse of the view, for setitem."""
+    if isinstance(k, int):
+        k %= size
+        start, step, length = k, 1, 1
+    else:
+        start, stop, step = k.indices(size)
+        length = len(range(start, stop, step))
+    if length == 0:
+        return Tensor(x.uop.pad(tuple((0, size) if i == dim else (0, 0) for i in range(x.ndim))))
+    flip = step < 0
+    if flip:
+        start, step = size - 1 - start, -step
+    if step > 1:  # spread the elements step apart: (L, 1) -> (L, step) -> L*step -> cut the tail
+        x = x.reshape(x.shape[:dim] + (length, 1) + x.shape[dim + 1:])
+        x = Tensor(x.uop.pad(tuple((0, step - 1) if i == dim + 1 else (0, 0) for i in range(x.ndim))))
+        x = x.reshape(x.shape[:dim] + (length * step,) + x.shape[dim + 2:])
+        x = x.shrink([(0, (length - 1) * step + 1) if i == dim else (0, s) for i, s in enumerate(x.shape)])
+    span = x.shape[dim]
+    x = Tensor(x.uop.pad(tuple((start, size - start - span) if i == dim else (0, 0) for i in range(x.ndim))))
+    return x.flip(dim) if flip else x
+
+
 _THREEFRY_ROTATIONS = (13, 15, 26, 6, 17, 29, 16, 24)
 
 
@@ -175,6 +199,14 @@ class Tensor:
         todo = [t for t in tensors if not _is_realized(t.uop)]
         if not todo:
             return
+        # an assign overwrites a buffer: lazy tensors that still read its old value are computed in the same
+        # schedule, which orders them before the write
+        targets = {x.src[0] for t in todo for x in t.uop.toposort() if x.op is Ops.ASSIGN}
+        if targets:
+            targets = {_base_buffer(x) for x in targets}
+            ids = {id(t) for t in todo}  # by identity: Tensor == is elementwise
+            todo += [t for t in list(_all_tensors) if id(t) not in ids and not _is_realized(t.uop) and
+                     any(x in targets for x in t.uop.toposort())]
         live = frozenset(t.uop for t in _all_tensors)
         becomes = engine.realize_uops(list(dict.fromkeys(t.uop for t in todo)), live)
         leaves = {t.uop for t in _all_tensors if t.requires_grad}
@@ -378,6 +410,9 @@ class Tensor:
     def __eq__(self, x: Any) -> Tensor: return self._binary(Ops.CMPEQ, x)  # type: ignore[override]
     def __ne__(self, x: Any) -> Tensor: return self._binary(Ops.CMPNE, x)  # type: ignore[override]
     __hash__ = object.__hash__
+
+    def __bool__(self) -> bool:
+        raise TypeError("bool() of a Tensor is ambiguous (== is elementwise); use .item(), .any() or .all()")
 
     def logical_not(self) -> Tensor:
         return Tensor(self.cast(dtypes.bool).uop.logical_not())
@@ -1181,6 +1216,58 @@ class Tensor:
         x = x.reshape(shape)
         return x._advanced_index([p for p, _ in adv], [k for _, k in adv]) if adv else x
 
+    def __setitem__(self, idx: Any, value: Any) -> None:
+        """Write `value` (broadcast) into `self[idx]`, in place, for basic indices (ints, slices with any step, None,
+        ...) or one bool mask: `x[1:, ::2] = 0.0`, `x[x < 0] = 0`. The tensor is realized first, and again after."""
+        if isinstance(value, Tensor) and value.device != self.device:
+            raise ValueError(f"setitem: value is on {value.device}, the tensor on {self.device}")
+        val = value.cast(self.dtype) if isinstance(value, Tensor) else Tensor(value, self.device, self.dtype)
+        if isinstance(idx, Tensor) and idx.dtype == dtypes.bool:
+            try:
+                new = idx.where(val, self)
+            except ValueError:
+                raise ValueError(f"setitem: mask of shape {idx.shape} and value of shape {val.shape} do not "
+                                 f"broadcast to {self.shape}") from None
+            if new.shape != self.shape:
+                raise ValueError(f"setitem: mask of shape {idx.shape} does not broadcast to {self.shape}")
+        else:
+            new = self._scatter_basic(idx if isinstance(idx, tuple) else (idx,), val)
+        self.realize()
+        self.uop = self.uop.assign(new.cast(self.dtype).uop)
+        self.realize()
+
+    def _scatter_basic(self, idx: tuple[Any, ...], val: Tensor) -> Tensor:
+        # self with self[idx] replaced by val: each indexed dim's view is undone by pads (and a flip for step < 0)
+        items = [_as_index(k, self.device) for k in idx]
+        if any(isinstance(k, Tensor) for k in items):
+            raise IndexError("setitem: int-tensor (advanced) indices are not supported; use ints, slices, None, ... "
+                             "or one bool mask")
+        view = self[tuple(items)]
+        try:
+            val = val.expand(broadcast_shape(val.shape, view.shape)) if val.shape != view.shape else val
+        except ValueError:
+            val = None  # type: ignore[assignment]
+        if val is None or val.shape != view.shape:
+            raise ValueError(f"setitem: cannot broadcast the value to the indexed shape {view.shape}")
+        n_used = sum(1 for k in items if k is not None and k is not Ellipsis)
+        at = next((i for i, k in enumerate(items) if k is Ellipsis), len(items))
+        items = items[:at] + [slice(None)] * (self.ndim - n_used) + items[at + 1:]
+        # value dims per dim of self: None dims dropped, int dims back as size 1
+        shape, vi = [], 0
+        for k in items:
+            if k is None:
+                vi += 1
+            elif isinstance(k, int):
+                shape.append(1)
+            else:
+                shape.append(val.shape[vi])
+                vi += 1
+        val = val.reshape(shape)
+        mask = Tensor.full(val.shape, True, dtypes.bool, self.device)
+        for d, k in enumerate(k for k in items if k is not None):
+            val, mask = (_unindex_dim(t, d, k, self.shape[d]) for t in (val, mask))
+        return mask.where(val, self)
+
     def _advanced_index(self, dims: list[int], index: list[Tensor]) -> Tensor:
         # numpy rules: the broadcast index shape replaces the indexed dims where they sit if they are adjacent,
         # else it goes first. out[rest, B] = sum over the indexed dims of x * onehot(index)
@@ -1289,6 +1376,12 @@ def _unrealize(u: UOp, keep: set[UOp]) -> UOp:
     """u with every realized tensor on a gradient path replaced by the graph that computed it (not those in keep)."""
     while mapping := {x: g for x in u.toposort() if x not in keep and (g := _graph_of.get(x)) is not None}:
         u = u.substitute(mapping)
+    return u
+
+
+def _base_buffer(u: UOp) -> UOp:
+    while u.src and u.op is not Ops.BUFFER:
+        u = u.src[0]
     return u
 
 
