@@ -1,6 +1,23 @@
-"""ember.tensor.nn: model state (state dicts, safetensors) and optimizers."""
+"""ember.tensor.nn: layers and their functional forms, model state (state dicts, safetensors) and optimizers."""
 
 from ember.tensor.nn import optim
+from ember.tensor.nn.layers import (
+    Embedding,
+    LayerNorm,
+    Linear,
+    RMSNorm,
+    binary_crossentropy,
+    binary_crossentropy_logits,
+    cross_entropy,
+    dropout,
+    embedding,
+    layernorm,
+    linear,
+    mse,
+    rmsnorm,
+    scaled_dot_product_attention,
+    sparse_categorical_crossentropy,
+)
 from ember.tensor.nn.state import (
     get_parameters,
     get_state_dict,
@@ -10,5 +27,7 @@ from ember.tensor.nn.state import (
     safe_save,
 )
 
-__all__ = ["optim", "get_parameters", "get_state_dict", "load_state_dict", "safe_load", "safe_load_metadata",
-           "safe_save"]
+__all__ = ["optim", "Embedding", "LayerNorm", "Linear", "RMSNorm", "binary_crossentropy", "binary_crossentropy_logits",
+           "cross_entropy", "dropout", "embedding", "layernorm", "linear", "mse", "rmsnorm",
+           "scaled_dot_product_attention", "sparse_categorical_crossentropy", "get_parameters", "get_state_dict",
+           "load_state_dict", "safe_load", "safe_load_metadata", "safe_save"]
