@@ -204,3 +204,18 @@ def test_int_inputs_become_float():
     check(Tensor(i).floor(), torch.tensor(i).floor())
     check(Tensor(i).sign(), torch.tensor(i).sign())
     check(Tensor(i).abs(), torch.tensor(i).abs())
+
+
+@pytest.mark.parametrize("dev", ["CPU", "PYTHON"])
+@pytest.mark.parametrize("kind", ["int32", "float32"])
+def test_floordiv_mod(dev, kind):
+    a = np.array([[7, -7, 7, -7, 0, 5, -1]], kind)
+    b = np.array([[2, 2, -2, -2, 3, 5, 4]], kind)
+    x, y, tx, ty = Tensor(a, dev), Tensor(b, dev), torch.tensor(a), torch.tensor(b)
+    check(x // y, tx // ty, 1e-6, 1e-6)
+    check(x % y, tx % ty, 1e-6, 1e-6)
+    check(x // 3, tx // 3, 1e-6, 1e-6)
+    check(x % -3, tx % -3, 1e-6, 1e-6)
+    check(10 // y, 10 // ty, 1e-6, 1e-6)
+    check(x.floor_divide(y), tx.floor_divide(ty), 1e-6, 1e-6)
+    check(x.remainder(y), tx.remainder(ty), 1e-6, 1e-6)

@@ -541,6 +541,42 @@ class Tensor:
         base, _ = self._broadcasted(x, reverse=True)
         return base.pow(self)
 
+    def _int_divmod(self, x: Any, reverse: bool) -> tuple[Tensor, Tensor]:
+        # C's division truncates: step the quotient down (and the remainder over) where the signs differ
+        a, b = self._broadcasted(x, reverse)
+        q, r = Tensor(a.uop.alu(Ops.IDIV, b.uop)), Tensor(a.uop.alu(Ops.MOD, b.uop))
+        fix = (r != 0).logical_and((r < 0) != (b < 0))
+        return fix.where(q - 1, q), fix.where(r + b, r)
+
+    def __floordiv__(self, x: Any) -> Tensor: return self._floordiv(x, False)
+    def __rfloordiv__(self, x: Any) -> Tensor: return self._floordiv(x, True)
+    def __mod__(self, x: Any) -> Tensor: return self._mod(x, False)
+    def __rmod__(self, x: Any) -> Tensor: return self._mod(x, True)
+
+    def _floordiv(self, x: Any, reverse: bool) -> Tensor:
+        a, b = self._broadcasted(x, reverse)
+        if dtypes.is_float(a.dtype):
+            return (a / b).floor()
+        if a.dtype == dtypes.bool:
+            raise TypeError("floor_divide: bool tensors cannot be divided")
+        return a._int_divmod(b, False)[0]
+
+    def _mod(self, x: Any, reverse: bool) -> Tensor:
+        a, b = self._broadcasted(x, reverse)
+        if dtypes.is_float(a.dtype):
+            return a - (a / b).floor() * b
+        if a.dtype == dtypes.bool:
+            raise TypeError("remainder: bool tensors have no remainder")
+        return a._int_divmod(b, False)[1]
+
+    def floor_divide(self, x: Any) -> Tensor:
+        """a // b rounded toward -inf, as Python and torch (`//`)."""
+        return self._floordiv(x, False)
+
+    def remainder(self, x: Any) -> Tensor:
+        """a % b with the sign of b, as Python and torch (`%`)."""
+        return self._mod(x, False)
+
     def trunc(self) -> Tensor:
         """x rounded toward zero (ints unchanged)."""
         return Tensor(self.uop.alu(Ops.TRUNC)) if dtypes.is_float(self.dtype) else self
