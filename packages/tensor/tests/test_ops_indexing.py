@@ -151,3 +151,21 @@ def test_setitem_mask_broadcast_and_errors(dev):
         t[:, 1:3] = Tensor.ones(3, device=dev)
     with pytest.raises(IndexError, match="setitem: int-tensor .* indices are not supported"):
         t[[0, 1]] = 1.0
+
+
+@pytest.mark.parametrize("dev", ["CPU", "PYTHON"])
+def test_setitem_through_a_view_and_on_lazy(dev):
+    a = A[0].copy()
+    t = Tensor(a, dev).realize()
+    v = t[1:4].permute(1, 0)  # a view of t's buffer: the write reaches t, as in torch
+    v[0] = 9.0
+    v[::2, -1] = -1.0
+    a[1:4].T[0] = 9.0
+    a[1:4].T[::2, -1] = -1.0
+    check(t, torch.tensor(a))
+    check(v, torch.tensor(a[1:4].T.copy()))
+    lazy = Tensor(A[0], dev) * 2  # not realized yet: computed first, then written
+    lazy[0] = 0.0
+    want = torch.tensor(A[0]) * 2
+    want[0] = 0.0
+    check(lazy, want)

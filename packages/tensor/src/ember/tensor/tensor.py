@@ -1254,7 +1254,8 @@ class Tensor:
 
     def __setitem__(self, idx: Any, value: Any) -> None:
         """Write `value` (broadcast) into `self[idx]`, in place, for basic indices (ints, slices with any step, None,
-        ...) or one bool mask: `x[1:, ::2] = 0.0`, `x[x < 0] = 0`. The tensor is realized first, and again after."""
+        ...) or one bool mask: `x[1:, ::2] = 0.0`, `x[x < 0] = 0`. A view of a realized tensor writes through to it;
+        anything else is realized first. The write is realized at once."""
         if isinstance(value, Tensor) and value.device != self.device:
             raise ValueError(f"setitem: value is on {value.device}, the tensor on {self.device}")
         val = value.cast(self.dtype) if isinstance(value, Tensor) else Tensor(value, self.device, self.dtype)
@@ -1268,7 +1269,11 @@ class Tensor:
                 raise ValueError(f"setitem: mask of shape {idx.shape} does not broadcast to {self.shape}")
         else:
             new = self._scatter_basic(idx if isinstance(idx, tuple) else (idx,), val)
-        self.realize()
+        base = self.uop
+        while base.op in (Ops.RESHAPE, Ops.SHRINK, Ops.PERMUTE, Ops.FLIP):  # a view of a buffer writes through
+            base = base.src[0]
+        if base.op is not Ops.BUFFER:
+            self.realize()
         self.uop = self.uop.assign(new.cast(self.dtype).uop)
         self.realize()
 
