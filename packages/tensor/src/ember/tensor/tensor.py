@@ -1404,6 +1404,67 @@ class Tensor:
     def __matmul__(self, w: Tensor) -> Tensor:
         return self.matmul(w)
 
+    # *** autograd and in-place assignment ***
+    def gradient(self, *targets: Tensor, gradient: Tensor | None = None) -> list[Tensor]:
+        """d(self)/d(target) for each target, as lazy tensors. `gradient` is the upstream gradient (default: 1 for a
+        one-element tensor)."""
+        if not dtypes.is_float(self.dtype):
+            raise TypeError(f"gradient: only a float tensor can be differentiated, this one is {self.dtype!r}")
+        if gradient is None:
+            if self.numel() != 1:
+                raise ValueError(f"gradient: the tensor has shape {self.shape}; backward without `gradient` needs a "
+                                 "one-element tensor (pass gradient= of the same shape)")
+            gradient = Tensor.full(self.shape, 1.0, self.dtype, self.device)
+        if gradient.shape != self.shape:
+            raise ValueError(f"gradient: `gradient` has shape {gradient.shape}, the tensor has {self.shape}")
+        root = _unrealize(self.uop, {t.uop for t in targets})
+        grads = uop_gradient(root, [t.uop for t in targets], gradient.cast(self.dtype).uop)
+        out = []
+        for i, t in enumerate(targets):
+            if (g := grads.get(t.uop)) is None:
+                raise ValueError(f"gradient: target {i} (shape {t.shape}) is not used to compute this tensor")
+            out.append(Tensor(g))
+        return out
+
+
+    def backward(self, gradient: Tensor | None = None) -> Tensor:
+        """Accumulate d(self)/d(leaf) into `.grad` of every tensor with requires_grad=True that self depends on."""
+        if not dtypes.is_float(self.dtype):
+            raise TypeError(f"backward: only a float tensor can be differentiated, this one is {self.dtype!r}")
+        in_graph = set(_unrealize(self.uop, set()).toposort(gate=lambda u: u.op is not Ops.DETACH))
+        leaves = [t for t in list(_all_tensors) if t.requires_grad and t.uop in in_graph]
+        if not leaves:
+            raise ValueError("backward: no tensor with requires_grad=True is used to compute this tensor")
+        unique = list(dict.fromkeys(t.uop for t in leaves))
+        grads = dict(zip(unique, self.gradient(*(Tensor(u) for u in unique), gradient=gradient)))
+        for t in leaves:
+            g = grads[t.uop]
+            t.grad = g if t.grad is None else t.grad + g
+        return self
+
+
+    def detach(self) -> Tensor:
+        """The same values, with no gradient flowing back through them."""
+        return Tensor(self.uop.detach(), requires_grad=False)
+
+
+
+
+    def assign(self, x: Any) -> Tensor:
+        """Write x into this (realized) tensor's buffer: the Tensor keeps its identity, its value becomes x."""
+        x = x if isinstance(x, Tensor) else Tensor(x, self.device, self.dtype)
+        if x.dtype != self.dtype:
+            raise TypeError(f"assign: value dtype {x.dtype!r} differs from the target's {self.dtype!r}")
+        if x.device != self.device:
+            raise ValueError(f"assign: value is on {x.device}, the target on {self.device}")
+        base = self.uop
+        while base.op in (Ops.RESHAPE, Ops.SHRINK, Ops.PERMUTE, Ops.FLIP):
+            base = base.src[0]
+        if base.op is not Ops.BUFFER:
+            raise ValueError("assign: the target must be a realized tensor (or a view of one); realize() it first")
+        self.uop = self.uop.assign(x.expand(self.shape).uop)
+        return self
+
 
 # a realized tensor on a gradient path -> the graph that computed it (lives as long as the realized view)
 _graph_of: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
@@ -1450,70 +1511,3 @@ class no_grad:
 
     def __exit__(self, *exc: object) -> None:
         no_grad.active -= 1
-
-
-def _grad_of(self: Tensor, *targets: Tensor, gradient: Tensor | None = None) -> list[Tensor]:
-    """d(self)/d(target) for each target, as lazy tensors. `gradient` is the upstream gradient (default: 1 for a
-    one-element tensor)."""
-    if not dtypes.is_float(self.dtype):
-        raise TypeError(f"gradient: only a float tensor can be differentiated, this one is {self.dtype!r}")
-    if gradient is None:
-        if self.numel() != 1:
-            raise ValueError(f"gradient: the tensor has shape {self.shape}; backward without `gradient` needs a "
-                             "one-element tensor (pass gradient= of the same shape)")
-        gradient = Tensor.full(self.shape, 1.0, self.dtype, self.device)
-    if gradient.shape != self.shape:
-        raise ValueError(f"gradient: `gradient` has shape {gradient.shape}, the tensor has {self.shape}")
-    root = _unrealize(self.uop, {t.uop for t in targets})
-    grads = uop_gradient(root, [t.uop for t in targets], gradient.cast(self.dtype).uop)
-    out = []
-    for i, t in enumerate(targets):
-        if (g := grads.get(t.uop)) is None:
-            raise ValueError(f"gradient: target {i} (shape {t.shape}) is not used to compute this tensor")
-        out.append(Tensor(g))
-    return out
-
-
-def _backward(self: Tensor, gradient: Tensor | None = None) -> Tensor:
-    """Accumulate d(self)/d(leaf) into `.grad` of every tensor with requires_grad=True that self depends on."""
-    if not dtypes.is_float(self.dtype):
-        raise TypeError(f"backward: only a float tensor can be differentiated, this one is {self.dtype!r}")
-    in_graph = set(_unrealize(self.uop, set()).toposort(gate=lambda u: u.op is not Ops.DETACH))
-    leaves = [t for t in list(_all_tensors) if t.requires_grad and t.uop in in_graph]
-    if not leaves:
-        raise ValueError("backward: no tensor with requires_grad=True is used to compute this tensor")
-    unique = list(dict.fromkeys(t.uop for t in leaves))
-    grads = dict(zip(unique, _grad_of(self, *(Tensor(u) for u in unique), gradient=gradient)))
-    for t in leaves:
-        g = grads[t.uop]
-        t.grad = g if t.grad is None else t.grad + g
-    return self
-
-
-def _detach(self: Tensor) -> Tensor:
-    """The same values, with no gradient flowing back through them."""
-    return Tensor(self.uop.detach(), requires_grad=False)
-
-
-Tensor.gradient = _grad_of  # type: ignore[attr-defined]
-Tensor.backward = _backward  # type: ignore[attr-defined]
-Tensor.detach = _detach  # type: ignore[attr-defined]
-
-
-def _assign(self: Tensor, x: Any) -> Tensor:
-    """Write x into this (realized) tensor's buffer: the Tensor keeps its identity, its value becomes x."""
-    x = x if isinstance(x, Tensor) else Tensor(x, self.device, self.dtype)
-    if x.dtype != self.dtype:
-        raise TypeError(f"assign: value dtype {x.dtype!r} differs from the target's {self.dtype!r}")
-    if x.device != self.device:
-        raise ValueError(f"assign: value is on {x.device}, the target on {self.device}")
-    base = self.uop
-    while base.op in (Ops.RESHAPE, Ops.SHRINK, Ops.PERMUTE, Ops.FLIP):
-        base = base.src[0]
-    if base.op is not Ops.BUFFER:
-        raise ValueError("assign: the target must be a realized tensor (or a view of one); realize() it first")
-    self.uop = self.uop.assign(x.expand(self.shape).uop)
-    return self
-
-
-Tensor.assign = _assign  # type: ignore[attr-defined]
