@@ -13,10 +13,8 @@ from ember.uops import Ops, UOp, dtypes
 _STRUCTURAL = (Ops.SINK, Ops.END)  # kept in the graph for ordering, not emitted as such
 
 
-def linearize(sink: UOp) -> tuple[UOp, ...]:
-    """The program of `sink` as a tuple of UOps in execution order, loops as RANGE ... END(range)."""
-    nodes = sink.toposort()
-    position = {u: i for i, u in enumerate(nodes)}
+def open_range_sets(nodes: list[UOp]) -> dict[UOp, frozenset[UOp]]:
+    """For each node (sources first), the RANGEs it depends on that no END below it has closed."""
     rs: dict[UOp, frozenset[UOp]] = {}
     for n in nodes:
         s = frozenset().union(*(rs[x] for x in n.src)) if n.src else frozenset()
@@ -25,6 +23,14 @@ def linearize(sink: UOp) -> tuple[UOp, ...]:
         elif n.op is Ops.END:
             s = s - set(n.src[1:])
         rs[n] = s
+    return rs
+
+
+def linearize(sink: UOp) -> tuple[UOp, ...]:
+    """The program of `sink` as a tuple of UOps in execution order, loops as RANGE ... END(range)."""
+    nodes = sink.toposort()
+    position = {u: i for i, u in enumerate(nodes)}
+    rs = open_range_sets(nodes)
 
     # the loop tree: the ranges an END closes nest in the order listed, inside the loop the END itself sits in
     parent: dict[UOp, UOp | None] = {}

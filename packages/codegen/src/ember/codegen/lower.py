@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 
 from ember.codegen.expand import pm_expand
+from ember.codegen.linearize import open_range_sets
 from ember.codegen.opt import _KIND_ORDER
 from ember.uops import DType, GroupOp, Ops, PatternMatcher, UOp, UPat, dtypes, graph_rewrite, symbolic
 
@@ -28,15 +29,7 @@ def reduce_identity(op: Ops, dtype: DType) -> int | float | bool:
 
 def open_ranges(u: UOp) -> set[UOp]:
     """The RANGEs a value depends on that are not closed below it (by an END)."""
-    rs: dict[UOp, frozenset[UOp]] = {}
-    for n in u.toposort():
-        s = frozenset().union(*(rs[x] for x in n.src)) if n.src else frozenset()
-        if n.op is Ops.RANGE:
-            s = s | {n}
-        elif n.op is Ops.END:
-            s = s - set(n.src[1:])
-        rs[n] = s
-    return set(rs[u])
+    return set(open_range_sets(u.toposort())[u])
 
 
 def range_order(r: UOp) -> tuple[int, int]:
