@@ -107,3 +107,24 @@ def test_dropout():
     with pytest.raises(ValueError, match=r"p must be in \[0, 1\)"):
         nn.dropout(x, 1.0)
     assert nn.Embedding(7, 3).weight.dtype == dtypes.float32
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(stride=2), dict(padding=1), dict(dilation=2), dict(groups=2),
+                                dict(stride=(2, 1), padding=(1, 2))])
+def test_conv2d(kw):
+    check_fwd_bwd(lambda x, w, b: nn.conv2d(x, w, b, **kw), lambda x, w, b: F.conv2d(x, w, b, **kw),
+                  arr(2, 4, 9, 8), arr(6, 4 // kw.get("groups", 1), 3, 3), arr(6))
+
+
+@pytest.mark.parametrize("kw", [dict(kernel_size=2), dict(kernel_size=3, stride=2), dict(kernel_size=3, padding=1)])
+def test_pools(kw):
+    check_fwd_bwd(lambda x: nn.max_pool2d(x, **kw), lambda x: F.max_pool2d(x, **kw), arr(2, 3, 9, 8))
+    check_fwd_bwd(lambda x: nn.avg_pool2d(x, **kw), lambda x: F.avg_pool2d(x, **kw), arr(2, 3, 9, 8))
+
+
+def test_conv_errors():
+    with pytest.raises(ValueError, match="do not match"):
+        nn.conv2d(Tensor.ones(1, 3, 5, 5), Tensor.ones(4, 2, 3, 3), groups=2)
+    with pytest.raises(ValueError, match="does not fit"):
+        nn.conv2d(Tensor.ones(1, 1, 2, 2), Tensor.ones(1, 1, 3, 3))
+    assert nn.Conv2d(4, 6, 3)(Tensor.ones(1, 4, 5, 5)).shape == (1, 6, 3, 3)

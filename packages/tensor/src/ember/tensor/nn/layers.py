@@ -151,3 +151,78 @@ class RMSNorm:
 
     def __call__(self, x: Tensor) -> Tensor:
         return rmsnorm(x, -1, self.eps) * self.weight
+
+
+# *** convolution and pooling (windows as shifted, strided views: everything fuses into the reading kernel) ***
+def _pair(v: int | tuple[int, int], name: str) -> tuple[int, int]:
+    out = (v, v) if isinstance(v, int) else tuple(v)
+    if len(out) != 2 or any(not isinstance(a, int) or a < 0 for a in out):
+        raise ValueError(f"{name} must be an int or a pair of ints >= 0, got {v!r}")
+    return out  # type: ignore[return-value]
+
+
+def _windows(x: Tensor, kernel: tuple[int, int], stride: tuple[int, int], dilation: tuple[int, int]) -> Tensor:
+    """(N, C, H, W) -> (N, C, kh*kw, OH, OW): the input under each kernel position."""
+    (kh, kw), (sh, sw), (dh, dw) = kernel, stride, dilation
+    h, w = x.shape[-2:]
+    oh, ow = (h - dh * (kh - 1) - 1) // sh + 1, (w - dw * (kw - 1) - 1) // sw + 1
+    if oh <= 0 or ow <= 0:
+        raise ValueError(f"conv/pool: the {kh}x{kw} window (dilation {dilation}) does not fit the {h}x{w} input")
+    views = [x[..., i * dh:i * dh + sh * (oh - 1) + 1:sh, j * dw:j * dw + sw * (ow - 1) + 1:sw]
+             for i in range(kh) for j in range(kw)]
+    return views[0].stack(*views[1:], dim=2)
+
+
+def conv2d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: int | tuple[int, int] = 1,
+           padding: int | tuple[int, int] = 0, dilation: int | tuple[int, int] = 1, groups: int = 1) -> Tensor:
+    """2-d convolution (cross-correlation, as PyTorch) of x (N, C, H, W) with weight (O, C/groups, kh, kw)."""
+    if x.ndim != 4 or weight.ndim != 4:
+        raise ValueError(f"conv2d: expected x (N, C, H, W) and weight (O, C/groups, kh, kw), got {x.shape}, "
+                         f"{weight.shape}")
+    n, c = x.shape[:2]
+    o, cg, kh, kw = weight.shape
+    if groups < 1 or c % groups or o % groups or cg != c // groups:
+        raise ValueError(f"conv2d: {c} input channels, weight {weight.shape} and groups={groups} do not match")
+    ph, pw = _pair(padding, "conv2d: padding")
+    x = x.pad(((0, 0), (0, 0), (ph, ph), (pw, pw))) if ph or pw else x
+    cols = _windows(x, (kh, kw), _pair(stride, "conv2d: stride"), _pair(dilation, "conv2d: dilation"))
+    oh, ow = cols.shape[-2:]
+    # (N, G, 1, C/G * K, OH, OW) * (1, G, O/G, C/G * K, 1, 1), summed over the window axis
+    cols = cols.reshape(n, groups, 1, cg * kh * kw, oh, ow)
+    w = weight.reshape(1, groups, o // groups, cg * kh * kw, 1, 1)
+    out = (cols * w).sum(3).reshape(n, o, oh, ow)
+    return out + bias.reshape(1, o, 1, 1) if bias is not None else out
+
+
+def max_pool2d(x: Tensor, kernel_size: int | tuple[int, int] = 2, stride: int | tuple[int, int] | None = None,
+               padding: int | tuple[int, int] = 0, dilation: int | tuple[int, int] = 1) -> Tensor:
+    k = _pair(kernel_size, "max_pool2d: kernel_size")
+    ph, pw = _pair(padding, "max_pool2d: padding")
+    x = x.pad(((0, 0), (0, 0), (ph, ph), (pw, pw)), value=-math.inf) if ph or pw else x
+    return _windows(x, k, _pair(stride if stride is not None else k, "max_pool2d: stride"),
+                    _pair(dilation, "max_pool2d: dilation")).max(2)
+
+
+def avg_pool2d(x: Tensor, kernel_size: int | tuple[int, int] = 2, stride: int | tuple[int, int] | None = None,
+               padding: int | tuple[int, int] = 0) -> Tensor:
+    """Average over each window; padded zeros count, as PyTorch's default count_include_pad=True."""
+    k = _pair(kernel_size, "avg_pool2d: kernel_size")
+    ph, pw = _pair(padding, "avg_pool2d: padding")
+    x = x.pad(((0, 0), (0, 0), (ph, ph), (pw, pw))) if ph or pw else x
+    return _windows(x, k, _pair(stride if stride is not None else k, "avg_pool2d: stride"), (1, 1)).mean(2)
+
+
+class Conv2d:
+    """A 2-d convolution layer with PyTorch's init (uniform in +-1/sqrt(fan_in))."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: int | tuple[int, int], stride: int = 1,
+                 padding: int = 0, dilation: int = 1, groups: int = 1, bias: bool = True):
+        kh, kw = _pair(kernel_size, "Conv2d: kernel_size")
+        bound = 1 / math.sqrt(in_channels // groups * kh * kw)
+        self.weight = Tensor.uniform(out_channels, in_channels // groups, kh, kw, low=-bound, high=bound) \
+            .contiguous().realize()
+        self.bias = Tensor.uniform(out_channels, low=-bound, high=bound).contiguous().realize() if bias else None
+        self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
+
+    def __call__(self, x: Tensor) -> Tensor:
+        return conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
