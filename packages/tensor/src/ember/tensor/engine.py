@@ -58,13 +58,9 @@ def get_kernel(ast: UOp, device: str) -> CompiledKernel:
 
 def run_copy(item: ExecItem, bufs: list[Buffer] | None = None) -> None:
     dst, src = bufs if bufs is not None else (buffer_for(b) for b in item.bufs)
-    host = np.empty(src.size, to_numpy_dtype(src.dtype)) if src.dtype.name in _NP else bytearray(src.nbytes)
-    src.copyout(memoryview(host).cast("B"))
-    dst.copyin(memoryview(host).cast("B"))
-
-
-_NP = {"bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float16", "float32",
-       "float64"}
+    host = bytearray(src.nbytes)  # through the host, as raw bytes (any dtype)
+    src.copyout(memoryview(host))
+    dst.copyin(memoryview(host))
 
 
 # while a jit captures, every launch is recorded here: (kernel or None for a copy, item, buffers)
