@@ -128,3 +128,26 @@ def test_conv_errors():
     with pytest.raises(ValueError, match="does not fit"):
         nn.conv2d(Tensor.ones(1, 1, 2, 2), Tensor.ones(1, 1, 3, 3))
     assert nn.Conv2d(4, 6, 3)(Tensor.ones(1, 4, 5, 5)).shape == (1, 6, 3, 3)
+
+
+def test_batchnorm_train_and_eval():
+    x1, x2 = arr(4, 3, 5, 5), arr(4, 3, 5, 5)
+    ours, ref = nn.BatchNorm(3), torch.nn.BatchNorm2d(3)
+    with torch.no_grad():
+        ref.weight.copy_(torch.tensor([1.0, 2.0, 0.5]))
+    ours.weight = Tensor(np.array([1.0, 2.0, 0.5], np.float32), requires_grad=True)
+    for x in (x1, x2):
+        xt = torch.tensor(x, requires_grad=True)
+        xo = Tensor(x, requires_grad=True)
+        out, want = ours(xo), ref(xt)
+        np.testing.assert_allclose(out.numpy(), want.detach().numpy(), rtol=1e-4, atol=1e-5)
+        (out * out).sum().backward()
+        (want * want).sum().backward()
+        np.testing.assert_allclose(xo.grad.numpy(), xt.grad.numpy(), rtol=1e-3, atol=1e-4)
+    np.testing.assert_allclose(ours.running_mean.numpy(), ref.running_mean.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ours.running_var.numpy(), ref.running_var.numpy(), rtol=1e-5, atol=1e-6)
+    ours.training = False
+    ref.eval()
+    np.testing.assert_allclose(ours(Tensor(x1)).numpy(), ref(torch.tensor(x1)).detach().numpy(), rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match=r"expected \(N, C, ...\)"):
+        ours(Tensor.ones(3))

@@ -210,11 +210,16 @@ class Tensor:
         live = frozenset(t.uop for t in _all_tensors)
         becomes = engine.realize_uops(list(dict.fromkeys(t.uop for t in todo)), live)
         leaves = {t.uop for t in _all_tensors if t.requires_grad}
+        done = {old: new for old, new in becomes.items() if new is not old}
+        for old, new in done.items():
+            if leaves and old.op is not Ops.ASSIGN and _reaches(old, leaves):
+                _graph_of[new] = old  # differentiable later: backward looks through the realized buffer
+        # every live tensor now reads the buffers: a realized value (or an assign) is never computed again
         for t in list(_all_tensors):
-            if (new := becomes.get(t.uop)) is not None:
-                if leaves and new is not t.uop and t.uop.op is not Ops.ASSIGN and _reaches(t.uop, leaves):
-                    _graph_of[new] = t.uop  # differentiable later: backward looks through the realized buffer
+            if (new := done.get(t.uop)) is not None:
                 t.uop = new
+            elif done and not _is_realized(t.uop):
+                t.uop = t.uop.substitute(done)
 
     def numpy(self) -> np.ndarray:
         """A host copy as a numpy array."""
@@ -1269,6 +1274,8 @@ class Tensor:
                 raise ValueError(f"setitem: mask of shape {idx.shape} does not broadcast to {self.shape}")
         else:
             new = self._scatter_basic(idx if isinstance(idx, tuple) else (idx,), val)
+        if self.uop.op is Ops.ASSIGN:
+            self.realize()  # a pending assign to the same tensor lands first
         base = self.uop
         while base.op in (Ops.RESHAPE, Ops.SHRINK, Ops.PERMUTE, Ops.FLIP):  # a view of a buffer writes through
             base = base.src[0]
@@ -1457,6 +1464,8 @@ class Tensor:
             raise TypeError(f"assign: value dtype {x.dtype!r} differs from the target's {self.dtype!r}")
         if x.device != self.device:
             raise ValueError(f"assign: value is on {x.device}, the target on {self.device}")
+        if self.uop.op is Ops.ASSIGN:
+            self.realize()  # a pending assign to the same tensor lands first
         base = self.uop
         while base.op in (Ops.RESHAPE, Ops.SHRINK, Ops.PERMUTE, Ops.FLIP):
             base = base.src[0]

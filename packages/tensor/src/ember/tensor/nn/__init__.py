@@ -2,6 +2,7 @@
 
 from ember.tensor.nn import optim
 from ember.tensor.nn.layers import (
+    BatchNorm,
     Conv2d,
     Embedding,
     LayerNorm,
@@ -32,7 +33,7 @@ from ember.tensor.nn.state import (
 )
 
 __all__ = [
-    "optim", "Conv2d", "Embedding", "LayerNorm", "Linear", "RMSNorm", "avg_pool2d", "binary_crossentropy",
+    "optim", "BatchNorm", "Conv2d", "Embedding", "LayerNorm", "Linear", "RMSNorm", "avg_pool2d", "binary_crossentropy",
     "binary_crossentropy_logits", "conv2d", "cross_entropy", "dropout", "embedding", "layernorm", "linear",
     "max_pool2d", "mse", "rmsnorm", "scaled_dot_product_attention", "sparse_categorical_crossentropy",
     "get_parameters", "get_state_dict", "load_state_dict", "safe_load", "safe_load_metadata", "safe_save",

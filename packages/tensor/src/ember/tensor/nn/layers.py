@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from ember.tensor.tensor import Tensor
+from ember.tensor.tensor import Tensor, no_grad
 from ember.uops import dtypes
 
 
@@ -226,3 +226,37 @@ class Conv2d:
 
     def __call__(self, x: Tensor) -> Tensor:
         return conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+
+
+class BatchNorm:
+    """Batch normalization over every axis but the channel axis 1 (BatchNorm1d/2d alike), PyTorch semantics:
+    training normalizes with the batch statistics (biased variance) and updates the running mean and the unbiased
+    running variance with `momentum`; eval uses the running statistics."""
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1, affine: bool = True,
+                 track_running_stats: bool = True):
+        self.eps, self.momentum, self.training = eps, momentum, True
+        self.weight = Tensor.ones(num_features).contiguous().realize() if affine else None
+        self.bias = Tensor.zeros(num_features).contiguous().realize() if affine else None
+        self.running_mean = Tensor.zeros(num_features).contiguous().realize() if track_running_stats else None
+        self.running_var = Tensor.ones(num_features).contiguous().realize() if track_running_stats else None
+
+    def __call__(self, x: Tensor) -> Tensor:
+        if x.ndim < 2:
+            raise ValueError(f"BatchNorm: expected (N, C, ...), got shape {x.shape}")
+        axes = tuple(i for i in range(x.ndim) if i != 1)
+        shape = (1, x.shape[1]) + (1,) * (x.ndim - 2)
+        if self.training or self.running_mean is None:
+            mean, var = x.mean(axes), x.var(axes, correction=0)
+            if self.training and self.running_mean is not None and self.running_var is not None:
+                n = x.numel() // x.shape[1]
+                with no_grad():
+                    self.running_mean.assign(self.running_mean * (1 - self.momentum) + mean.detach() * self.momentum)
+                    self.running_var.assign(self.running_var * (1 - self.momentum) +
+                                            var.detach() * (self.momentum * n / max(n - 1, 1)))
+        else:
+            mean, var = self.running_mean, self.running_var
+        y = (x - mean.reshape(shape)) * (var.reshape(shape) + self.eps).rsqrt()
+        if self.weight is not None and self.bias is not None:
+            y = y * self.weight.reshape(shape) + self.bias.reshape(shape)
+        return y
