@@ -44,3 +44,18 @@ def test_errors():
         optim.AdamW([])
     with pytest.raises(ValueError, match="must be a realized tensor"):
         (w * 2).assign(w)
+
+
+def test_lamb_matches_reference():
+    rng = np.random.default_rng(3)
+    w0, g1, g2 = (rng.standard_normal((4, 3)).astype(np.float64) for _ in range(3))
+    w = Tensor(w0.astype(np.float32), requires_grad=True)
+    opt = optim.LAMB([w], lr=0.01, b1=0.9, b2=0.99, eps=1e-6, weight_decay=0.1)
+    ref, m, v = w0.copy(), np.zeros_like(w0), np.zeros_like(w0)
+    for t, g in enumerate((g1, g2), 1):
+        w.grad = Tensor(g.astype(np.float32))
+        opt.step()
+        m, v = 0.9 * m + 0.1 * g, 0.99 * v + 0.01 * g * g
+        step = (m / (1 - 0.9**t)) / (np.sqrt(v / (1 - 0.99**t)) + 1e-6) + 0.1 * ref
+        ref = ref - 0.01 * (np.linalg.norm(ref) / np.linalg.norm(step)) * step
+    np.testing.assert_allclose(w.numpy(), ref, rtol=1e-5, atol=1e-6)

@@ -1,4 +1,4 @@
-"""Optimizers: SGD (momentum, nesterov, weight decay), Adam and AdamW. A step assigns every parameter and state in
+"""Optimizers: SGD (momentum, nesterov, weight decay), Adam, AdamW and LAMB. A step assigns every parameter and state in
 one schedule; updates are elementwise kernels (one per parameter and state tensor)."""
 
 from __future__ import annotations
@@ -91,3 +91,22 @@ class AdamW(Optimizer):
 def Adam(params: list[Tensor], lr: float = 1e-3, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8) -> AdamW:
     """Adam: AdamW without weight decay."""
     return AdamW(params, lr, b1, b2, eps, weight_decay=0.0)
+
+
+class LAMB(AdamW):
+    """LAMB (You et al. 2019): the AdamW step of each parameter scaled by the trust ratio ||w|| / ||step||
+    (1 where either norm is 0); weight decay is part of the step."""
+
+    def _step(self, grads: list[Tensor]) -> list[Tensor]:
+        self.t += 1
+        c1, c2 = 1 - self.b1**self.t, 1 - self.b2**self.t
+        out = []
+        for p, g, m, v in zip(self.params, grads, self.m, self.v):
+            g = g.float()
+            m.assign(m * self.b1 + g * (1 - self.b1))
+            v.assign(v * self.b2 + g * g * (1 - self.b2))
+            step = (m * (1 / c1)) / ((v * (1 / c2)).sqrt() + self.eps) + p.float() * self.wd
+            w_norm, s_norm = (p.float() * p.float()).sum().sqrt(), (step * step).sum().sqrt()
+            trust = ((w_norm > 0) & (s_norm > 0)).where(w_norm / s_norm, 1.0)
+            out += [m, v, p.assign((p.float() - step * (trust * self.lr)).cast(p.dtype))]
+        return out
