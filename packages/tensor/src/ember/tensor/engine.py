@@ -102,13 +102,25 @@ def realize_uops(uops: list[UOp], hold: frozenset[UOp]) -> dict[UOp, UOp]:
     return sched.becomes
 
 
+def buffer_base(view: UOp) -> UOp | None:
+    """The BUFFER under a chain of RESHAPEs (how a realized tensor looks: row-major over a whole buffer), else None."""
+    while view.op is Ops.RESHAPE:
+        view = view.src[0]
+    return view if view.op is Ops.BUFFER else None
+
+
+def copyout_bytes(view: UOp) -> bytearray:
+    """The raw bytes of a realized tensor (any dtype)."""
+    base = buffer_base(view)
+    assert base is not None, f"copyout: {view.op} is not realized"
+    out = bytearray(base.arg * base.dtype.itemsize)
+    if out:
+        buffer_for(base).copyout(memoryview(out))
+    return out
+
+
 def copyout(view: UOp) -> Any:
-    """The host copy (numpy) of a realized tensor: a row-major view of a whole BUFFER."""
-    base = view
-    while base.op is Ops.RESHAPE:
-        base = base.src[0]
-    assert base.op is Ops.BUFFER, f"copyout: {base.op} is not realized"
-    out = np.empty(base.arg, to_numpy_dtype(base.dtype))
-    if base.arg:
-        buffer_for(base).copyout(memoryview(out).cast("B"))
-    return out.reshape(view.shape)
+    """The host copy (numpy) of a realized tensor."""
+    base = buffer_base(view)
+    assert base is not None, f"copyout: {view.op} is not realized"
+    return np.frombuffer(copyout_bytes(view), to_numpy_dtype(base.dtype)).reshape(view.shape)

@@ -17,7 +17,6 @@ from typing import Any, Generic, TypeVar
 
 from ember.tensor import engine
 from ember.tensor.tensor import Tensor
-from ember.uops import Ops
 
 R = TypeVar("R")
 
@@ -27,10 +26,7 @@ def _tensor_args(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Tensor]:
 
 
 def _buffer(t: Tensor) -> Any:
-    u = t.uop
-    while u.op is Ops.RESHAPE:
-        u = u.src[0]
-    return engine.buffer_for(u)
+    return engine.buffer_for(engine.buffer_base(t.uop))  # type: ignore[arg-type]  # inputs are realized first
 
 
 class JitFunction(Generic[R]):

@@ -1497,9 +1497,7 @@ def _base_buffer(u: UOp) -> UOp:
 
 
 def _is_realized(u: UOp) -> bool:
-    while u.op is Ops.RESHAPE:
-        u = u.src[0]
-    return u.op is Ops.BUFFER
+    return engine.buffer_base(u) is not None
 
 
 def _shape_args(shape: Iterable[Any]) -> tuple[int, ...]:

@@ -70,20 +70,8 @@ def load_state_dict(model: Any, state: Mapping[str, Tensor], strict: bool = True
 
 # *** safetensors ***
 def _raw_bytes(t: Tensor) -> bytes:
-    u = t.contiguous().realize().uop if not _is_buffer_view(t.uop) else t.uop
-    base = u
-    while base.op is Ops.RESHAPE:
-        base = base.src[0]
-    out = bytearray(base.arg * base.dtype.itemsize)
-    if out:
-        engine.buffer_for(base).copyout(memoryview(out))
-    return bytes(out)
-
-
-def _is_buffer_view(u: UOp) -> bool:
-    while u.op is Ops.RESHAPE:
-        u = u.src[0]
-    return u.op is Ops.BUFFER
+    view = t.uop if engine.buffer_base(t.uop) is not None else t.contiguous().realize().uop
+    return bytes(engine.copyout_bytes(view))
 
 
 def _tensor_from_bytes(data: memoryview, dtype: DType, shape: tuple[int, ...], device: str | None) -> Tensor:
