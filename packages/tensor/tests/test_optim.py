@@ -59,3 +59,160 @@ def test_lamb_matches_reference():
         step = (m / (1 - 0.9**t)) / (np.sqrt(v / (1 - 0.99**t)) + 1e-6) + 0.1 * ref
         ref = ref - 0.01 * (np.linalg.norm(ref) / np.linalg.norm(step)) * step
     np.testing.assert_allclose(w.numpy(), ref, rtol=1e-5, atol=1e-6)
+
+
+# *** fused steps: flat storage, constant kernel counts, device-side lr, jit ***
+from ember.tensor import engine  # noqa: E402
+from ember.tensor.jit import jit  # noqa: E402
+from ember.tensor.tensor import share_storage  # noqa: E402
+
+
+def launches(fn):
+    """Kernels (not copies) launched while fn runs."""
+    engine.capturing = []
+    try:
+        fn()
+        return sum(k is not None for k, _, _ in engine.capturing)
+    finally:
+        engine.capturing = None
+
+
+def make_params(n, rng):
+    shapes = [(3, 4), (7,), (2, 3, 5), (1,), (6, 2)]
+    return [Tensor(rng.standard_normal(shapes[i % len(shapes)]).astype(np.float32), requires_grad=True)
+            for i in range(n)]
+
+
+def loss_of(ps):
+    total = ps[0].sum() * 0
+    for i, p in enumerate(ps):
+        total = total + ((p * (i + 1)) ** 2).mean()
+    return total
+
+
+@pytest.mark.parametrize("make,expected", [
+    (lambda ps: optim.SGD(ps, lr=0.1), 1),
+    (lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9, weight_decay=0.01), 2),
+    (lambda ps: optim.AdamW(ps, lr=0.01), 4),  # m, v, parameters, b1^t/b2^t
+    (lambda ps: optim.AdamW(ps, lr=0.01, clip_norm=1.0), 5),  # + the global norm
+])
+def test_step_kernel_count_is_constant(make, expected):
+    counts = []
+    for n in (2, 12):
+        ps = make_params(n, np.random.default_rng(n))
+        opt = make(ps)
+        opt.zero_grad()
+        loss_of(ps).backward()
+        Tensor.realize_all(*[p.grad for p in ps])  # the backward's kernels, not the optimizer's
+        counts.append(launches(opt.step))
+    assert counts == [expected, expected]
+
+
+def test_weight_decay_groups_and_clipping_match_pytorch():
+    rng = np.random.default_rng(5)
+    w0, b0, x, y = (rng.standard_normal(s).astype(np.float32) for s in ((5, 3), (3,), (8, 5), (8, 3)))
+    w, b = Tensor(w0, requires_grad=True), Tensor(b0, requires_grad=True)
+    wt, bt = torch.tensor(w0, requires_grad=True), torch.tensor(b0, requires_grad=True)
+    opt = optim.AdamW([{"params": [w]}, {"params": [b], "weight_decay": 0.0}], lr=0.05, b1=0.9, b2=0.95, eps=1e-5,
+                      weight_decay=0.1, clip_norm=0.5)
+    opt_t = torch.optim.AdamW([{"params": [wt]}, {"params": [bt], "weight_decay": 0.0}], lr=0.05, betas=(0.9, 0.95),
+                              eps=1e-5, weight_decay=0.1)
+    for _ in range(5):
+        opt.zero_grad()
+        (((Tensor(x) @ w + b) - Tensor(y)) ** 2).mean().backward()
+        opt.step()
+        opt_t.zero_grad()
+        (((torch.tensor(x) @ wt + bt) - torch.tensor(y)) ** 2).mean().backward()
+        norm = torch.nn.utils.clip_grad_norm_([wt, bt], 0.5)
+        opt_t.step()
+        np.testing.assert_allclose(opt.grad_norm.item(), norm.item(), rtol=1e-5)
+    np.testing.assert_allclose(w.numpy(), wt.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(b.numpy(), bt.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_gradient_accumulates_in_place():
+    w = Tensor(np.ones((2, 2), np.float32), requires_grad=True)
+    opt = optim.SGD([w], lr=1.0)
+    opt.zero_grad()
+    grad_before = w.grad
+    for k in (1.0, 2.0, 3.0):
+        (w * k).sum().backward()
+    assert w.grad is grad_before
+    np.testing.assert_allclose(w.grad.numpy(), np.full((2, 2), 6.0))
+    opt.step()
+    np.testing.assert_allclose(w.numpy(), np.full((2, 2), -5.0))
+    opt.zero_grad()
+    np.testing.assert_allclose(w.grad.numpy(), np.zeros((2, 2)))
+
+
+def test_master_weights_bfloat16():
+    rng = np.random.default_rng(1)
+    w0 = rng.standard_normal((4, 4)).astype(np.float32)
+    w = Tensor(w0).cast(optim.dtypes.bfloat16).contiguous().realize()
+    w.requires_grad = True
+    opt = optim.AdamW([w], lr=1e-4, weight_decay=0.0, master_weights=True)
+    master0 = opt.master[0].numpy().copy()
+    for _ in range(3):
+        opt.zero_grad()
+        (w.float() * w.float()).sum().backward()
+        opt.step()
+    # the master copy moved by ~3 * lr (Adam's step size) while bf16 alone could not represent that change
+    assert np.abs(opt.master[0].numpy() - master0).max() > 2e-4
+    np.testing.assert_allclose(w.float().numpy(), opt.master[0].numpy().reshape(4, 4), rtol=1e-2)
+
+
+def test_jitted_step_sees_new_learning_rate():
+    rng = np.random.default_rng(2)
+    w_np = rng.standard_normal((3, 3)).astype(np.float32)
+    w = Tensor(w_np.copy(), requires_grad=True)
+    opt = optim.SGD([w], lr=0.1)
+
+    @jit
+    def step(x):
+        opt.zero_grad()
+        (w * x).sum().backward()
+        opt.step()
+        return w
+
+    ref = w_np.copy()
+    for i, lr in enumerate((0.1, 0.2, 0.3, 0.4, 0.5)):
+        opt.lr = lr
+        x = rng.standard_normal((3, 3)).astype(np.float32)
+        step(Tensor(x))
+        ref = ref - lr * x
+        np.testing.assert_allclose(w.numpy(), ref, rtol=1e-6, atol=1e-6, err_msg=f"call {i}")
+
+
+def test_share_storage_orders_reads_and_writes():
+    a, b = Tensor(np.arange(4, dtype=np.float32)), Tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+    reader = b * 1  # lazy, reads b's old buffer (which share_storage moves)
+    flat = share_storage([a, b])
+    assert flat.shape == (10,)
+    lazy_read = a + 0  # reads a's view of flat
+    flat.assign(flat * 10).realize()  # overwrites the memory lazy_read and reader read: they must see the old values
+    np.testing.assert_allclose(lazy_read.numpy(), np.arange(4))
+    np.testing.assert_allclose(reader.numpy(), np.arange(6).reshape(2, 3))
+    np.testing.assert_allclose(a.numpy(), np.arange(4) * 10)
+    a.assign(a + 1)  # a pending write to a view, then a read of the root
+    np.testing.assert_allclose(flat.numpy()[:4], np.arange(4) * 10 + 1)
+    with pytest.raises(ValueError, match="one device and dtype"):
+        share_storage([Tensor([1.0]), Tensor([1], dtype=optim.dtypes.int32)])
+    with pytest.raises(ValueError, match="appears twice"):
+        share_storage([a, a])
+
+
+def test_load_state_dict_after_optimizer_keeps_storage():
+    from ember.tensor.nn.state import load_state_dict
+
+    class M:
+        def __init__(self):
+            self.w = Tensor(np.zeros((2, 2), np.float32), requires_grad=True)
+
+    m = M()
+    opt = optim.SGD([m.w], lr=1.0)
+    load_state_dict(m, {"w": Tensor(np.full((2, 2), 3.0, np.float32))})
+    np.testing.assert_allclose(opt.groups[0].flat.numpy(), np.full(4, 3.0))
+    opt.zero_grad()
+    m.w.sum().backward()
+    opt.step()
+    np.testing.assert_allclose(m.w.numpy(), np.full((2, 2), 2.0))

@@ -9,7 +9,14 @@ from dataclasses import dataclass, field  # noqa: E402
 
 from ember.schedule.kernel_split import ExecItem, copy_item, split_kernel  # noqa: E402
 from ember.schedule.memory import memory_plan  # noqa: E402
-from ember.schedule.rangeify import buffer_of, is_buffer_view, kernel_ast, new_buffer, realize_map  # noqa: E402
+from ember.schedule.rangeify import (  # noqa: E402
+    buffer_of,
+    is_buffer_view,
+    kernel_ast,
+    new_buffer,
+    realize_map,
+    strip_detach,
+)
 from ember.uops import GroupOp, Ops, UOp, prod, verify  # noqa: E402
 
 _unique = itertools.count(1 << 40)  # UNIQUE ids of scheduler-made buffers (the tensor layer counts from 0)
@@ -93,11 +100,12 @@ def schedule(sink: UOp, hold: frozenset[UOp] = frozenset()) -> Schedule:
         else:
             items.append(split_kernel(kernel_ast(u, buffers)))
     # what the caller can see: outputs, held tensors and assigns keep their buffers; the rest may be reused
+    outputs = {strip_detach(s) for s in sink.src}
     becomes = {u: (u.src[0] if u.op is Ops.ASSIGN else buffers[u].reshape(u.shape))
-               for u in order if u in sink.src or u in hold or u.op is Ops.ASSIGN}
+               for u in order if u in outputs or u in hold or u.op is Ops.ASSIGN}
     for s in sink.src:
-        if s not in becomes:
-            becomes[s] = s  # already a buffer (or a constant): nothing to compute
+        if s not in becomes:  # already a buffer or a constant (nothing to compute), or a detached output
+            becomes[s] = becomes.get(strip_detach(s), s)
     keep = {buffer_of(v) for v in becomes.values()} | {b for it in items for b in it.bufs if b not in buffers.values()}
     return Schedule(memory_plan(items, keep), becomes)
 

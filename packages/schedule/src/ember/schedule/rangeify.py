@@ -40,6 +40,12 @@ def buffer_of(u: UOp) -> UOp:
     return u
 
 
+def strip_detach(u: UOp) -> UOp:
+    while u.op is Ops.DETACH:
+        u = u.src[0]
+    return u
+
+
 def realize_map(sink: UOp) -> set[UOp]:
     """The tensor nodes that get their own buffer (a kernel each).
 
@@ -55,6 +61,7 @@ def realize_map(sink: UOp) -> set[UOp]:
                 users[s].append(u)
     realized: set[UOp] = set()
     for s in sink.src:
+        s = strip_detach(s)  # a detached output is its source's value
         if not is_buffer_view(s) and s.op is not Ops.CONST:
             realized.add(s)
     for u in nodes:

@@ -102,6 +102,32 @@ def realize_uops(uops: list[UOp], hold: frozenset[UOp]) -> dict[UOp, UOp]:
     return sched.becomes
 
 
+# shared storage: a BUFFER made as a view of another one's memory -> (that root BUFFER); root -> its views
+_view_root: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
+_views: weakref.WeakKeyDictionary[UOp, weakref.WeakSet[UOp]] = weakref.WeakKeyDictionary()
+
+
+def register_view(view: UOp, root: UOp, offset: int) -> None:
+    """Make the BUFFER `view` use root's memory from element `offset` on (the scheduler sees two buffers; the tensor
+    layer orders their reads and writes, see `aliases`)."""
+    assert view.op is Ops.BUFFER and root.op is Ops.BUFFER and root not in _view_root, "register_view: bad buffers"
+    assert view not in buffers, "register_view: the view already has memory"
+    base = buffer_for(root)
+    buffers[view] = Buffer(base.device, view.arg, view.dtype, base=base, offset=offset * view.dtype.itemsize)
+    _view_root[view] = root
+    _views.setdefault(root, weakref.WeakSet()).add(view)
+
+
+def has_views() -> bool:
+    return len(_view_root) > 0
+
+
+def aliases(buf: UOp) -> set[UOp]:
+    """The other BUFFERs that share memory with `buf` (its root and the root's views)."""
+    root = _view_root.get(buf, buf)
+    return {root, *_views.get(root, ())} - {buf}
+
+
 def buffer_base(view: UOp) -> UOp | None:
     """The BUFFER under a chain of RESHAPEs (how a realized tensor looks: row-major over a whole buffer), else None."""
     while view.op is Ops.RESHAPE:

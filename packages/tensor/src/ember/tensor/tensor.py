@@ -30,6 +30,9 @@ _unique = itertools.count()
 _NUMPY_NAMES = frozenset({"bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float16",
                           "float32", "float64"})
 _all_tensors: weakref.WeakSet[Tensor] = weakref.WeakSet()
+_program_order = itertools.count()
+# when each pending assign was made (program order, as Tensor.seq)
+_assign_seq: weakref.WeakKeyDictionary[UOp, int] = weakref.WeakKeyDictionary()
 
 
 def _canonical_device(device: str | None) -> str:
@@ -129,13 +132,14 @@ def _threefry2x32(x0: Tensor, x1: Tensor, key: tuple[int, int]) -> tuple[Tensor,
 class Tensor:
     """A lazy tensor. `Tensor(np.ones((2, 3)))`, `Tensor([1, 2, 3], dtype=dtypes.int32)`, `Tensor(2.0)`."""
 
-    __slots__ = ("uop", "requires_grad", "grad", "__weakref__")
+    __slots__ = ("uop", "requires_grad", "grad", "seq", "__weakref__")
 
     def __init__(self, data: Any, device: str | None = None, dtype: DType | None = None,
                  requires_grad: bool | None = None):
         # requires_grad: True (a leaf to differentiate), False (never), None (only if used where grads flow)
         self.requires_grad: bool | None = requires_grad
         self.grad: Tensor | None = None
+        self.seq = next(_program_order)  # when it was made: orders reads and writes of shared memory
         dev = _canonical_device(device)
         if isinstance(data, UOp):
             # under no_grad a computed tensor is cut off from the graph that made it
@@ -196,6 +200,8 @@ class Tensor:
 
     @staticmethod
     def realize_all(*tensors: Tensor) -> None:
+        if engine.has_views() and (first := _alias_hazards(list(tensors))):
+            Tensor.realize_all(*first)  # earlier work on memory these tensors share lands first, in its own schedule
         todo = [t for t in tensors if not _is_realized(t.uop)]
         if not todo:
             return
@@ -1446,7 +1452,16 @@ class Tensor:
         grads = dict(zip(unique, self.gradient(*(Tensor(u) for u in unique), gradient=gradient)))
         for t in leaves:
             g = grads[t.uop]
-            t.grad = g if t.grad is None else t.grad + g
+            if t.grad is None:
+                t.grad = g
+            elif t.grad.shape != g.shape or t.grad.dtype != g.dtype:
+                t.grad = t.grad + g
+            elif (u := t.grad.uop).op is Ops.ASSIGN:  # a pending in-place accumulation: add g to its value
+                t.grad.uop = u.src[0].assign((Tensor(u.src[1]) + g).uop)
+            elif _is_realized(u):
+                t.grad.assign(t.grad + g)  # in place, like PyTorch: a persistent grad buffer (optimizers) stays put
+            else:
+                t.grad = t.grad + g
         return self
 
 
@@ -1472,6 +1487,7 @@ class Tensor:
         if base.op is not Ops.BUFFER:
             raise ValueError("assign: the target must be a realized tensor (or a view of one); realize() it first")
         self.uop = self.uop.assign(x.expand(self.shape).uop)
+        _assign_seq[self.uop] = next(_program_order)
         return self
 
 
@@ -1488,6 +1504,84 @@ def _unrealize(u: UOp, keep: set[UOp]) -> UOp:
     while mapping := {x: g for x in u.toposort() if x not in keep and (g := _graph_of.get(x)) is not None}:
         u = u.substitute(mapping)
     return u
+
+
+def _alias_hazards(todo: list[Tensor]) -> list[Tensor]:
+    """Lazy tensors to realize before `todo` because they touch memory that todo reaches under another BUFFER (views
+    made by `share_storage`; the scheduler orders accesses per BUFFER only). In program order: a pending write made
+    before a todo tensor, to memory todo reads or writes; a pending read made before one of todo's writes, of the
+    memory it overwrites."""
+    graph = {x for t in todo for x in t.uop.toposort()}
+    shared = set().union(*(engine.aliases(x) for x in graph if x.op is Ops.BUFFER))
+    if not shared:
+        return []
+    # a lazy tensor reads when it was made; a realized one is read now
+    now = next(_program_order)
+    newest = max(now if _is_realized(t.uop) else t.seq for t in todo)
+    writes = [_assign_seq.get(x, -1) for x in graph if x.op is Ops.ASSIGN and engine.aliases(_base_buffer(x.src[0]))]
+    overwritten = set().union(*(engine.aliases(_base_buffer(x.src[0])) for x in graph if x.op is Ops.ASSIGN))
+    first_write = min(writes, default=-1)
+    ids = {id(t) for t in todo}
+    first = []
+    for t in list(_all_tensors):
+        if id(t) in ids or _is_realized(t.uop):
+            continue
+        nodes = t.uop.toposort()
+        if any(x.op is Ops.ASSIGN and _base_buffer(x.src[0]) in shared and _assign_seq.get(x, -1) < newest
+               for x in nodes) or (t.seq < first_write and any(x in overwritten for x in nodes)):
+            first.append(t)
+    return first
+
+
+def share_storage(tensors: Sequence[Tensor]) -> Tensor:
+    """Move `tensors` (one device and dtype) into one new flat buffer and make each a view of its slice, so that one
+    kernel can update them all (the fused optimizers). Returns the flat tensor. Live tensors that read the old buffers
+    read the views instead; a tensor keeps its identity, shape and values.
+
+        flat = share_storage([w1, w2])   # flat.shape == (w1.numel() + w2.numel(),)
+    """
+    if not tensors:
+        raise ValueError("share_storage: got no tensors")
+    if len({id(t) for t in tensors}) != len(tensors):
+        raise ValueError("share_storage: a tensor appears twice")
+    kinds = {(t.device, t.dtype) for t in tensors}
+    if len(kinds) != 1:
+        raise ValueError(f"share_storage: tensors must share one device and dtype, got {sorted(map(str, kinds))}")
+    flat = Tensor.cat(*[t.reshape(-1) for t in tensors]).contiguous().realize()
+    mapping: dict[UOp, UOp] = {}
+    for t, view in zip(tensors, storage_views(flat, [t.shape for t in tensors])):
+        if t.numel() == 0:
+            continue
+        old = engine.buffer_base(t.uop)  # a whole realized buffer: every reader of it reads the view now
+        if old is not None and old in mapping:
+            raise ValueError("share_storage: two of the tensors are views of one buffer")
+        mapping[old if old is not None else t.uop] = view.uop.src[0] if old is not None else view.uop
+        t.uop = view.uop
+    for t in list(_all_tensors):
+        if any(x in mapping for x in t.uop.toposort()):
+            t.uop = t.uop.substitute(mapping)
+    return flat
+
+
+def storage_views(flat: Tensor, shapes: Sequence[tuple[int, ...]]) -> list[Tensor]:
+    """Realized tensors of the given shapes whose buffers are consecutive slices of the memory of `flat` (a realized
+    1-D tensor): writes to either side are seen by the other, and the tensor layer orders them."""
+    root = engine.buffer_base(flat.uop)
+    if root is None or flat.ndim != 1:
+        raise ValueError("storage_views: `flat` must be a realized 1-D tensor")
+    if (need := sum(int(prod(s)) for s in shapes)) > flat.numel():
+        raise ValueError(f"storage_views: the shapes need {need} elements, `flat` has {flat.numel()}")
+    out, offset = [], 0
+    for shape in shapes:
+        n = int(prod(shape))
+        if n == 0:
+            out.append(Tensor.zeros(*shape, dtype=flat.dtype, device=flat.device))
+            continue
+        view = UOp(Ops.BUFFER, flat.dtype, (UOp(Ops.UNIQUE, arg=next(_unique)), root.src[1]), n)
+        engine.register_view(view, root, offset)
+        out.append(Tensor(view.reshape(tuple(shape))))
+        offset += n
+    return out
 
 
 def _base_buffer(u: UOp) -> UOp:

@@ -1,112 +1,270 @@
-"""Optimizers: SGD (momentum, nesterov, weight decay), Adam, AdamW and LAMB. A step assigns every parameter and state in
-one schedule; updates are elementwise kernels (one per parameter and state tensor)."""
+"""Optimizers: SGD (momentum, nesterov, weight decay), Adam, AdamW and LAMB, fused.
+
+An optimizer moves its parameters into one flat buffer per group (same device, dtype and weight decay;
+`share_storage`), keeps one flat gradient buffer that `backward()` accumulates into in place, and flat states. A step
+is then a constant number of elementwise kernels per group (AdamW: m, v, parameter), whatever the number of parameter
+tensors. The learning rate and the step count live on the device, so a jitted step replays with the current values:
+set `opt.lr = x` between steps (a host write, no kernel)."""
 
 from __future__ import annotations
 
-from ember.tensor.tensor import Tensor, no_grad
+import math
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ember.tensor import engine
+from ember.tensor.tensor import Tensor, no_grad, share_storage, storage_views
+from ember.uops import dtypes
+
+
+class ParamGroup:
+    """Parameters updated together: one flat parameter buffer, one flat gradient buffer, their views."""
+
+    def __init__(self, params: list[Tensor], weight_decay: float):
+        self.params, self.weight_decay = params, weight_decay
+        self.flat = share_storage(params)
+        self.flat_grad = Tensor.zeros(self.flat.numel(), dtype=self.flat.dtype, device=self.flat.device)
+        self.flat_grad = self.flat_grad.contiguous().realize()
+        self.grad_views = storage_views(self.flat_grad, [p.shape for p in params])
+
+    @property
+    def device(self) -> str:
+        return self.flat.device
 
 
 class Optimizer:
-    def __init__(self, params: list[Tensor], lr: float):
-        if not params:
-            raise ValueError("optimizer: got an empty parameter list")
-        if lr < 0:
-            raise ValueError(f"optimizer: lr must be >= 0, got {lr}")
-        for i, p in enumerate(params):
-            if not isinstance(p, Tensor):
-                raise TypeError(f"optimizer: parameter {i} is a {type(p).__name__}, not a Tensor")
+    """Base: parameter groups in flat storage, device-side lr, gradient bookkeeping. `params` is a list of tensors or
+    of dicts {"params": [...], "weight_decay": x} (PyTorch's param groups; only weight_decay may differ)."""
+
+    def __init__(self, params: Iterable[Tensor] | Iterable[Mapping[str, Any]], lr: float, weight_decay: float = 0.0):
+        specs = _group_specs(list(params), weight_decay)
+        _check_float("lr", lr)
+        self.params = [p for ps, _ in specs for p in ps]
+        if len({id(p) for p in self.params}) != len(self.params):
+            raise ValueError("optimizer: a parameter appears twice")
+        for p in self.params:
             if p.requires_grad is None:
                 p.requires_grad = True
-        self.params, self.lr = list(params), lr
+        Tensor.realize_all(*self.params)
+        self.groups: list[ParamGroup] = []
+        for ps, wd in specs:
+            by_kind: dict[tuple[str, Any], list[Tensor]] = {}
+            for p in ps:
+                if not dtypes.is_float(p.dtype):
+                    raise TypeError(f"optimizer: parameters must be float tensors, got {p.dtype!r}")
+                by_kind.setdefault((p.device, p.dtype), []).append(p)
+            self.groups += [ParamGroup(g, wd) for g in by_kind.values() if sum(p.numel() for p in g) > 0]
+        devices = sorted({g.device for g in self.groups})
+        self._lr = {d: Tensor.full((1,), lr, dtypes.float32, d).contiguous().realize() for d in devices}
+        self._lr_value = lr
+        self.step_count = 0
+
+    # *** the learning rate, on the device ***
+    @property
+    def lr(self) -> float:
+        return self._lr_value
+
+    @lr.setter
+    def lr(self, value: float) -> None:
+        _check_float("lr", value)
+        self._lr_value = float(value)
+        for t in self._lr.values():
+            engine.buffer_for(engine.buffer_base(t.uop)).copyin(  # type: ignore[arg-type]
+                memoryview(bytearray(_f32(value))))
 
     def zero_grad(self) -> None:
-        for p in self.params:
-            p.grad = None
+        """Zero the flat gradient buffers (one kernel per group); every parameter's .grad is its view again."""
+        Tensor.realize_all(*[g.flat_grad.assign(Tensor.zeros(g.flat_grad.numel(), dtype=g.flat_grad.dtype,
+                                                            device=g.device)) for g in self.groups])
+        for g in self.groups:
+            for p, view in zip(g.params, g.grad_views):
+                p.grad = view
 
-    def _grads(self) -> list[Tensor]:
+    def _gather_grads(self) -> None:
+        """Land every parameter's gradient in its group's flat buffer (pending in-place accumulations, or a .grad the
+        user set to another tensor, which is copied in)."""
         missing = [i for i, p in enumerate(self.params) if p.grad is None]
         if missing:
             raise ValueError(f"step: parameters {missing} have no .grad (call backward() first)")
-        return [p.grad for p in self.params]  # type: ignore[misc]
+        pending = []
+        for g in self.groups:
+            for p, view in zip(g.params, g.grad_views):
+                if p.grad is not view:
+                    if p.grad.shape != p.shape:  # type: ignore[union-attr]
+                        raise ValueError(f"step: a .grad has shape {p.grad.shape}, its parameter {p.shape}")  # type: ignore[union-attr]
+                    pending.append(view.assign(p.grad.cast(view.dtype).to(view.device)))  # type: ignore[union-attr]
+                    p.grad = view
+                else:
+                    pending.append(view)
+        Tensor.realize_all(*pending)
 
     def step(self) -> None:
+        self._gather_grads()
         with no_grad():
-            updated = self._step(self._grads())
+            updated = self._step()
         Tensor.realize_all(*updated)
+        self.step_count += 1
 
-    def _step(self, grads: list[Tensor]) -> list[Tensor]:
+    def _step(self) -> list[Tensor]:
         raise NotImplementedError(f"{type(self).__name__}._step is not implemented")
+
+    def lr_on(self, group: ParamGroup) -> Tensor:
+        return self._lr[group.device]
+
+
+def _group_specs(params: list[Any], weight_decay: float) -> list[tuple[list[Tensor], float]]:
+    if not params:
+        raise ValueError("optimizer: got an empty parameter list")
+    if all(isinstance(p, Mapping) for p in params):
+        specs = []
+        for i, spec in enumerate(params):
+            if unknown := sorted(set(spec) - {"params", "weight_decay"}):
+                raise ValueError(f"optimizer: param group {i} has unsupported keys {unknown} "
+                                 "(accepted: 'params', 'weight_decay')")
+            wd = spec.get("weight_decay", weight_decay)
+            _check_float("weight_decay", wd)
+            specs.append((_tensors(list(spec["params"]), f"param group {i}"), float(wd)))
+        return specs
+    _check_float("weight_decay", weight_decay)
+    return [(_tensors(params, "parameter"), float(weight_decay))]
+
+
+def _tensors(params: list[Any], what: str) -> list[Tensor]:
+    for i, p in enumerate(params):
+        if not isinstance(p, Tensor):
+            raise TypeError(f"optimizer: {what} {i} is a {type(p).__name__}, not a Tensor")
+    return params
+
+
+def _check_float(name: str, value: Any) -> None:
+    if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise ValueError(f"optimizer: {name} must be a finite number >= 0, got {value!r}")
+
+
+def _f32(value: float) -> bytes:
+    import struct
+    return struct.pack("<f", value)
 
 
 class SGD(Optimizer):
     """SGD with momentum (PyTorch's formulation: buf = momentum*buf + g; nesterov uses g + momentum*buf)."""
 
-    def __init__(self, params: list[Tensor], lr: float = 1e-3, momentum: float = 0.0, weight_decay: float = 0.0,
+    def __init__(self, params: Any, lr: float = 1e-3, momentum: float = 0.0, weight_decay: float = 0.0,
                  nesterov: bool = False):
-        super().__init__(params, lr)
+        super().__init__(params, lr, weight_decay)
         if nesterov and momentum <= 0:
             raise ValueError("SGD: nesterov needs momentum > 0")
-        self.momentum, self.wd, self.nesterov = momentum, weight_decay, nesterov
-        self.bufs = [Tensor.zeros(*p.shape, dtype=p.dtype, device=p.device).contiguous().realize()
-                     for p in self.params] if momentum else []
+        self.momentum, self.nesterov = momentum, nesterov
+        self.bufs = [Tensor.zeros(g.flat.numel(), dtype=g.flat.dtype, device=g.device).contiguous().realize()
+                     for g in self.groups] if momentum else []
 
-    def _step(self, grads: list[Tensor]) -> list[Tensor]:
+    def _step(self) -> list[Tensor]:
         out = []
-        for i, (p, g) in enumerate(zip(self.params, grads)):
-            g = g + p * self.wd if self.wd else g
+        for i, g in enumerate(self.groups):
+            p, grad = g.flat, g.flat_grad
+            grad = grad + p * g.weight_decay if g.weight_decay else grad
             if self.momentum:
-                buf = self.bufs[i].assign(self.bufs[i] * self.momentum + g)
-                g = g + buf * self.momentum if self.nesterov else buf
+                buf = self.bufs[i].assign(self.bufs[i] * self.momentum + grad)  # PyTorch's first step: buf = g
+                grad = grad + buf * self.momentum if self.nesterov else buf
                 out.append(buf)
-            out.append(p.assign(p - g * self.lr))
+            out.append(p.assign(p - grad * self.lr_on(g).cast(p.dtype)))
         return out
 
 
 class AdamW(Optimizer):
-    """AdamW (decoupled weight decay, PyTorch's defaults and bias correction); Adam is AdamW with no decay."""
+    """AdamW (decoupled weight decay, PyTorch's defaults and bias correction); Adam is AdamW with no decay.
 
-    def __init__(self, params: list[Tensor], lr: float = 1e-3, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8,
-                 weight_decay: float = 0.01):
-        super().__init__(params, lr)
+    clip_norm: clip the gradients to this global L2 norm first (Megatron's rule: scale by 1/(norm+1e-6) when that is
+    < 1); the norm of the last step is `grad_norm` (a device tensor). master_weights: keep float32 copies of non-float32
+    parameters and update those (the parameters get the rounded result)."""
+
+    def __init__(self, params: Any, lr: float = 1e-3, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8,
+                 weight_decay: float = 0.01, clip_norm: float | None = None, master_weights: bool = False):
+        super().__init__(params, lr, weight_decay)
         if not (0 <= b1 < 1 and 0 <= b2 < 1):
             raise ValueError(f"AdamW: betas must be in [0, 1), got ({b1}, {b2})")
-        self.b1, self.b2, self.eps, self.wd, self.t = b1, b2, eps, weight_decay, 0
-        self.m = [Tensor.zeros(*p.shape, device=p.device).contiguous().realize() for p in self.params]
-        self.v = [Tensor.zeros(*p.shape, device=p.device).contiguous().realize() for p in self.params]
+        if clip_norm is not None and not clip_norm > 0:
+            raise ValueError(f"AdamW: clip_norm must be > 0 or None, got {clip_norm}")
+        self.b1, self.b2, self.eps, self.clip_norm = b1, b2, eps, clip_norm
+        zeros = lambda g: Tensor.zeros(g.flat.numel(), device=g.device).contiguous().realize()  # noqa: E731
+        self.m = [zeros(g) for g in self.groups]
+        self.v = [zeros(g) for g in self.groups]
+        self.master = [g.flat.float().contiguous().realize() if master_weights and g.flat.dtype != dtypes.float32
+                       else None for g in self.groups]
+        # b1^t and b2^t, on each device: the bias corrections advance inside the step's kernels
+        self.betas_pow = {d: Tensor([1.0, 1.0], device=d).contiguous().realize() for d in self._lr}
+        self.grad_norm: Tensor | None = None
 
-    def _step(self, grads: list[Tensor]) -> list[Tensor]:
-        self.t += 1
-        c1, c2 = 1 - self.b1**self.t, 1 - self.b2**self.t
-        out = []
-        for p, g, m, v in zip(self.params, grads, self.m, self.v):
-            g = g.float()
-            m.assign(m * self.b1 + g * (1 - self.b1))
-            v.assign(v * self.b2 + g * g * (1 - self.b2))
-            update = (m * (1 / c1)) / ((v * (1 / c2)).sqrt() + self.eps)
-            new = p.float() * (1 - self.lr * self.wd) - update * self.lr
-            out += [m, v, p.assign(new.cast(p.dtype))]
-        return out
+    def _clip_scale(self) -> dict[str, Tensor] | None:
+        if self.clip_norm is None:
+            return None
+        sq = [(g.flat_grad.float() * g.flat_grad.float()).sum() for g in self.groups]
+        first = self.groups[0].device
+        total = sq[0]
+        for s in sq[1:]:
+            total = total + s.to(first)
+        self.grad_norm = total.sqrt()
+        scale = (self.clip_norm / (self.grad_norm + 1e-6)).minimum(1.0)
+        return {d: scale.to(d) for d in self._lr}
+
+    def _moments(self, i: int, g: ParamGroup, scale: dict[str, Tensor] | None) -> tuple[Tensor, Tensor]:
+        grad = g.flat_grad.float()
+        if scale is not None:
+            grad = grad * scale[g.device]
+        m, v = self.m[i], self.v[i]
+        m.assign(m * self.b1 + grad * (1 - self.b1))
+        v.assign(v * self.b2 + grad * grad * (1 - self.b2))
+        return m, v
+
+    def _advance_betas(self) -> list[Tensor]:
+        return [bp.assign(bp * Tensor([self.b1, self.b2], device=d)) for d, bp in self.betas_pow.items()]
+
+    def _step(self) -> list[Tensor]:
+        scale = self._clip_scale()
+        betas = self._advance_betas()
+        out: list[Tensor] = []
+        for i, g in enumerate(self.groups):
+            m, v = self._moments(i, g, scale)
+            bp = self.betas_pow[g.device]
+            c1, c2 = 1 - bp[0], 1 - bp[1]
+            update = (m / c1) / ((v / c2).sqrt() + self.eps)
+            lr = self.lr_on(g)
+            w = self.master[i] if self.master[i] is not None else g.flat.float()
+            new = w * (1 - lr * g.weight_decay) - update * lr
+            if self.master[i] is not None:
+                out.append(self.master[i].assign(new))  # type: ignore[union-attr]
+            out += [m, v, g.flat.assign(new.cast(g.flat.dtype))]
+        return out + betas
 
 
-def Adam(params: list[Tensor], lr: float = 1e-3, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8) -> AdamW:
+def Adam(params: Any, lr: float = 1e-3, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8) -> AdamW:
     """Adam: AdamW without weight decay."""
     return AdamW(params, lr, b1, b2, eps, weight_decay=0.0)
 
 
 class LAMB(AdamW):
     """LAMB (You et al. 2019): the AdamW step of each parameter scaled by the trust ratio ||w|| / ||step||
-    (1 where either norm is 0); weight decay is part of the step."""
+    (1 where either norm is 0); weight decay is part of the step. The trust ratio needs two norms per parameter
+    tensor, so a LAMB step runs those reductions per parameter; the updates stay fused per group."""
 
-    def _step(self, grads: list[Tensor]) -> list[Tensor]:
-        self.t += 1
-        c1, c2 = 1 - self.b1**self.t, 1 - self.b2**self.t
-        out = []
-        for p, g, m, v in zip(self.params, grads, self.m, self.v):
-            g = g.float()
-            m.assign(m * self.b1 + g * (1 - self.b1))
-            v.assign(v * self.b2 + g * g * (1 - self.b2))
-            step = (m * (1 / c1)) / ((v * (1 / c2)).sqrt() + self.eps) + p.float() * self.wd
-            w_norm, s_norm = (p.float() * p.float()).sum().sqrt(), (step * step).sum().sqrt()
-            trust = ((w_norm > 0) & (s_norm > 0)).where(w_norm / s_norm, 1.0)
-            out += [m, v, p.assign((p.float() - step * (trust * self.lr)).cast(p.dtype))]
-        return out
+    def _step(self) -> list[Tensor]:
+        scale = self._clip_scale()
+        betas = self._advance_betas()
+        out: list[Tensor] = []
+        for i, g in enumerate(self.groups):
+            m, v = self._moments(i, g, scale)
+            bp = self.betas_pow[g.device]
+            w = g.flat.float()
+            step = (m / (1 - bp[0])) / ((v / (1 - bp[1])).sqrt() + self.eps) + w * g.weight_decay
+            # one trust ratio per parameter tensor, broadcast over its slice of the flat buffer
+            ratios, offset = [], 0
+            for p in g.params:
+                n = p.numel()
+                ws, ss = w[offset:offset + n], step[offset:offset + n]
+                w_norm, s_norm = (ws * ws).sum().sqrt(), (ss * ss).sum().sqrt()
+                trust = ((w_norm > 0) & (s_norm > 0)).where(w_norm / s_norm, 1.0)
+                ratios.append(trust.reshape(1).expand(n))
+                offset += n
+            trust_flat = Tensor.cat(*ratios) if len(ratios) > 1 else ratios[0]
+            out += [m, v, g.flat.assign((w - step * trust_flat * self.lr_on(g)).cast(g.flat.dtype))]
+        return out + betas

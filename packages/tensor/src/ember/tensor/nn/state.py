@@ -65,7 +65,11 @@ def load_state_dict(model: Any, state: Mapping[str, Tensor], strict: bool = True
         v = state[k]
         if v.shape != t.shape:
             raise ValueError(f"load_state_dict: {k!r} has shape {v.shape} in the state, {t.shape} in the model")
-        t.uop = v.to(t.device).cast(t.dtype).contiguous().realize().uop
+        value = v.to(t.device).cast(t.dtype)
+        if engine.buffer_base(t.uop) is not None:  # in place: an optimizer's flat storage keeps seeing the parameter
+            t.assign(value.contiguous()).realize()
+        else:
+            t.uop = value.contiguous().realize().uop
 
 
 # *** safetensors ***
