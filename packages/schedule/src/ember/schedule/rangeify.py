@@ -86,7 +86,39 @@ def realize_map(sink: UOp) -> set[UOp]:
                                                          for s in u.src)
         if len(users[u]) > 1 and holds_reduce[u] and u.op not in (Ops.SINK, Ops.CONST):
             realized.add(u)
+    # 3. costly elementwise work broadcast into a reduce (x in a matmul's x.expand * w): it would be recomputed for
+    #    every element of the broadcast axis; storing it once costs one write and one read per element
+    feeds_reduce: dict[UOp, bool] = {}
+    for u in reversed(nodes):
+        feeds_reduce[u] = any(c not in realized and (c.op is Ops.REDUCE_AXIS or feeds_reduce.get(c, False))
+                              for c in users[u])
+    for u in nodes:
+        if u.op is Ops.EXPAND and feeds_reduce[u]:
+            src = u.src[0]
+            while src.op in GroupOp.Movement and src not in realized:
+                src = src.src[0]
+            if src not in realized and _costly(src, realized):
+                realized.add(src)
     return {u for u in realized if u.op is not Ops.DETACH}
+
+
+# recomputing more than this many ALU ops (or any transcendental) per broadcast element costs more than a store+load
+_COSTLY_ALU = 6
+_TRANSCENDENTAL = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL, Ops.FDIV, Ops.POW})
+
+
+def _costly(u: UOp, realized: set[UOp]) -> bool:
+    """Whether the fused elementwise graph of u (down to realized nodes and buffers) is expensive to recompute."""
+    if u.op not in GroupOp.Elementwise:
+        return False
+    alu = 0
+    for x in u.toposort(gate=lambda x: x is u or (x not in realized and x.op is not Ops.BUFFER)):
+        if x is not u and x in realized:
+            continue
+        if x.op in _TRANSCENDENTAL:
+            return True
+        alu += x.op in GroupOp.ALU
+    return alu > _COSTLY_ALU
 
 
 @dataclass

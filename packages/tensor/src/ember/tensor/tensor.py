@@ -213,13 +213,17 @@ class Tensor:
             ids = {id(t) for t in todo}  # by identity: Tensor == is elementwise
             todo += [t for t in list(_all_tensors) if id(t) not in ids and not _is_realized(t.uop) and
                      any(x in targets for x in t.uop.toposort())]
+        todo += _distinct_storage(todo)
         live = frozenset(t.uop for t in _all_tensors)
         becomes = engine.realize_uops(list(dict.fromkeys(t.uop for t in todo)), live)
         leaves = {t.uop for t in _all_tensors if t.requires_grad}
         done = {old: new for old, new in becomes.items() if new is not old}
+        # a leaf realized here is a leaf still (its realized buffer, not the graph that initialized it)
+        leaf_done = {old: new for old, new in done.items() if old in leaves}
         for old, new in done.items():
-            if leaves and old.op is not Ops.ASSIGN and _reaches(old, leaves):
-                _graph_of[new] = old  # differentiable later: backward looks through the realized buffer
+            if leaves and old not in leaves and old.op is not Ops.ASSIGN and _reaches(old, leaves):
+                # differentiable later: backward looks through the realized buffer
+                _graph_of[new] = old.substitute(leaf_done) if leaf_done else old
         # every live tensor now reads the buffers: a realized value (or an assign) is never computed again
         for t in list(_all_tensors):
             if (new := done.get(t.uop)) is not None:
@@ -1504,6 +1508,23 @@ def _unrealize(u: UOp, keep: set[UOp]) -> UOp:
     while mapping := {x: g for x in u.toposort() if x not in keep and (g := _graph_of.get(x)) is not None}:
         u = u.substitute(mapping)
     return u
+
+
+def _distinct_storage(todo: list[Tensor]) -> list[Tensor]:
+    """Distinct Tensors with one and the same lazy value (UOps are hash-consed: `Tensor.ones(3).contiguous()` twice
+    is one UOp) would get one buffer, and an assign to one would change the others. All but the first get a buffer of
+    their own, filled in the same schedule; returns those to realize too."""
+    being_realized = {t.uop for t in todo}
+    first: dict[UOp, int] = {}
+    extra = []
+    for t in list(_all_tensors):
+        if t.uop not in being_realized or t.uop.op is Ops.ASSIGN:
+            continue
+        if first.setdefault(t.uop, id(t)) != id(t):
+            t.uop = Tensor.empty(*t.shape, dtype=t.dtype, device=t.device).uop.assign(t.uop)
+            extra.append(t)
+    ids = {id(t) for t in todo}
+    return [t for t in extra if id(t) not in ids]
 
 
 def _alias_hazards(todo: list[Tensor]) -> list[Tensor]:

@@ -108,6 +108,32 @@ class Optimizer:
     def _step(self) -> list[Tensor]:
         raise NotImplementedError(f"{type(self).__name__}._step is not implemented")
 
+    def _state(self) -> dict[str, Tensor]:
+        """The optimizer's own state tensors by name (not the parameters): what a checkpoint must keep."""
+        return {}
+
+    def state_dict(self) -> dict[str, Tensor]:
+        """The state to checkpoint: every state tensor, the step count and the learning rate (the parameters are the
+        model's). `load_state_dict` restores it exactly, so a resumed run continues bit for bit."""
+        return {**self._state(), "step_count": Tensor([self.step_count], dtype=dtypes.int64),
+                "lr": Tensor([self._lr_value], dtype=dtypes.float64)}
+
+    def load_state_dict(self, state: Mapping[str, Tensor]) -> None:
+        """Copy a `state_dict()` back in place (same parameter groups and shapes)."""
+        own = self._state()
+        expected = set(own) | {"step_count", "lr"}
+        missing, unexpected = sorted(expected - set(state)), sorted(set(state) - expected)
+        if missing or unexpected:
+            raise ValueError(f"optimizer load_state_dict: missing keys {missing}, unexpected keys {unexpected}")
+        for name, t in own.items():
+            if state[name].shape != t.shape:
+                raise ValueError(f"optimizer load_state_dict: {name!r} has shape {state[name].shape}, the optimizer "
+                                 f"has {t.shape}")
+        Tensor.realize_all(*[t.assign(state[name].to(t.device).cast(t.dtype).contiguous())
+                             for name, t in own.items()])
+        self.step_count = int(state["step_count"].item())
+        self.lr = float(state["lr"].item())
+
     def lr_on(self, group: ParamGroup) -> Tensor:
         return self._lr[group.device]
 
@@ -158,6 +184,9 @@ class SGD(Optimizer):
         self.bufs = [Tensor.zeros(g.flat.numel(), dtype=g.flat.dtype, device=g.device).contiguous().realize()
                      for g in self.groups] if momentum else []
 
+    def _state(self) -> dict[str, Tensor]:
+        return {f"momentum.{i}": b for i, b in enumerate(self.bufs)}
+
     def _step(self) -> list[Tensor]:
         out = []
         for i, g in enumerate(self.groups):
@@ -194,6 +223,14 @@ class AdamW(Optimizer):
         # b1^t and b2^t, on each device: the bias corrections advance inside the step's kernels
         self.betas_pow = {d: Tensor([1.0, 1.0], device=d).contiguous().realize() for d in self._lr}
         self.grad_norm: Tensor | None = None
+
+    def _state(self) -> dict[str, Tensor]:
+        out = {f"betas_pow.{d}": t for d, t in self.betas_pow.items()}
+        for i in range(len(self.groups)):
+            out |= {f"m.{i}": self.m[i], f"v.{i}": self.v[i]}
+            if (master := self.master[i]) is not None:
+                out[f"master.{i}"] = master
+        return out
 
     def _clip_scale(self) -> dict[str, Tensor] | None:
         if self.clip_norm is None:
@@ -234,7 +271,7 @@ class AdamW(Optimizer):
             if self.master[i] is not None:
                 out.append(self.master[i].assign(new))  # type: ignore[union-attr]
             out += [m, v, g.flat.assign(new.cast(g.flat.dtype))]
-        return out + betas
+        return out + betas + ([self.grad_norm] if self.grad_norm is not None else [])
 
 
 def Adam(params: Any, lr: float = 1e-3, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8) -> AdamW:
@@ -267,4 +304,4 @@ class LAMB(AdamW):
                 offset += n
             trust_flat = Tensor.cat(*ratios) if len(ratios) > 1 else ratios[0]
             out += [m, v, g.flat.assign((w - step * trust_flat * self.lr_on(g)).cast(g.flat.dtype))]
-        return out + betas
+        return out + betas + ([self.grad_norm] if self.grad_norm is not None else [])

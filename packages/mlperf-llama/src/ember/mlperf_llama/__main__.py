@@ -1,0 +1,5 @@
+import sys
+
+from ember.mlperf_llama.cli import main
+
+sys.exit(main())

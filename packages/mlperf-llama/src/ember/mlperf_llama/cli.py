@@ -1,0 +1,110 @@
+"""`ember-llama`: train | eval | preprocess | tokenizer-train.
+
+    ember-llama train                          # the embedded default: stdlib corpus, own tokenizer, tiny Llama
+    BS=16 GRADIENT_ACC_STEPS=2 ember-llama train --preset 8B --data-dir /raid/c4 --tokenizer tokenizer.model
+    ember-llama preprocess c4-train.json.gz --output data/c4 --tokenizer tokenizer.model --validation-fraction 0.01
+    ember-llama tokenizer-train corpus/ --vocab-size 4096 --output tokenizer.model
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from ember.mlperf_llama.config import add_cli_arguments, config_from_args
+
+
+def _train(args: argparse.Namespace) -> int:
+    from ember.mlperf_llama.model import parameter_count
+    from ember.mlperf_llama.train import model_config, train
+
+    cfg = config_from_args(args, env=os.environ)
+    print(f"ember-llama: preset {cfg.preset}, {parameter_count(model_config(cfg)):,} parameters, global batch "
+          f"{cfg.global_batch_size} x {cfg.seq_len} tokens, up to {cfg.train_samples} samples", file=sys.stderr)
+    result = train(cfg)
+    summary = {"status": result.status, "steps": result.steps, "samples": result.samples,
+               "final_train_loss": result.losses[-1] if result.losses else None,
+               "evals": result.evals, "tokens_per_s": round(result.tokens_per_s, 1)}
+    print(json.dumps(summary))
+    return 0
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from ember.mlperf_llama.train import evaluate
+
+    cfg = config_from_args(args, env=os.environ)
+    loss = evaluate(cfg, args.checkpoint)
+    print(json.dumps({"eval_samples": cfg.eval_samples, "log_perplexity": loss}))
+    return 0
+
+
+def _preprocess(args: argparse.Namespace) -> int:
+    from ember.mlperf_llama.preprocess import preprocess
+    from ember.mlperf_llama.tokenizer import load_tokenizer
+
+    tokenizer = load_tokenizer(args.tokenizer)
+    result = preprocess(args.inputs, args.output, tokenizer, validation_fraction=args.validation_fraction,
+                        validation_documents=args.validation_documents, text_key=args.text_key,
+                        progress=not args.no_progress)
+    print(json.dumps({k: str(v) if isinstance(v, Path) else v for k, v in vars(result).items()}))
+    return 0
+
+
+def _tokenizer_train(args: argparse.Namespace) -> int:
+    from ember.mlperf_llama.preprocess import iter_documents
+    from ember.mlperf_llama.tokenizer import NUM_LLAMA3_SPECIAL_TOKENS, TiktokenTokenizer, train_bpe
+
+    if args.vocab_size <= NUM_LLAMA3_SPECIAL_TOKENS + 256:
+        raise SystemExit(f"ember-llama tokenizer-train: --vocab-size must exceed {NUM_LLAMA3_SPECIAL_TOKENS + 256}")
+    ranks = train_bpe(iter_documents(args.inputs, text_key=args.text_key), args.vocab_size - NUM_LLAMA3_SPECIAL_TOKENS)
+    tok = TiktokenTokenizer.from_ranks(ranks)
+    tok.save(args.output)
+    print(json.dumps({"output": str(args.output), "ranks": len(ranks), "vocab_size": tok.vocab_size}))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ember-llama", description="The MLPerf Llama 3.1 trainer on Ember.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("train", help="train (no arguments: the embedded default run)",
+                       description="Train a Llama. Flags override the config file, which overrides the MLPerf "
+                                   "env vars' defaults (BS, GRADIENT_ACC_STEPS, SEQLEN, LR, ...).")
+    add_cli_arguments(p)
+    p.set_defaults(run=_train)
+    p = sub.add_parser("eval", help="evaluate a checkpoint's validation log-perplexity")
+    add_cli_arguments(p)
+    p.add_argument("--checkpoint", default=None, help="checkpoint directory (with a 'latest' file)")
+    p.set_defaults(run=_eval)
+    p = sub.add_parser("preprocess", help="tokenize text/jsonl(.gz) into a Megatron indexed dataset")
+    p.add_argument("inputs", nargs="+", help="files or directories (.jsonl/.json(.gz) with a text field, or text)")
+    p.add_argument("--output", required=True, help="output prefix: writes <prefix>_train_text_document.{bin,idx}")
+    p.add_argument("--tokenizer", required=True, help="tiktoken ranks file or sentencepiece model")
+    p.add_argument("--validation-fraction", type=float, default=0.0, help="share of documents for validation")
+    p.add_argument("--validation-documents", type=int, default=None, help="or: the first N documents")
+    p.add_argument("--text-key", default="text", help="jsonl field holding the text")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(run=_preprocess)
+    p = sub.add_parser("tokenizer-train", help="train a BPE tokenizer (tiktoken format, Llama 3 specials)")
+    p.add_argument("inputs", nargs="+", help="files or directories of text/jsonl")
+    p.add_argument("--vocab-size", type=int, required=True, help="total vocabulary incl. 256 special tokens")
+    p.add_argument("--output", required=True, help="the ranks file to write")
+    p.add_argument("--text-key", default="text", help="jsonl field holding the text")
+    p.set_defaults(run=_tokenizer_train)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.run(args))
+    except (ValueError, TypeError, FileNotFoundError) as e:
+        print(f"ember-llama {args.command}: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,334 @@
+"""The training loop: data, model, AdamW, the MLPerf schedule, evaluation to the target, logging, checkpoints.
+
+One optimizer step = `grad_acc_steps` jitted micro-steps (forward, backward, accumulate into the optimizer's flat
+gradient buffer in place) + one jitted optimizer step (global-norm clip, AdamW, zero the gradients). The learning rate
+is written to the device before each step, so the captured kernels replay with the scheduled value.
+
+    result = train(TrainConfig.from_sources(overrides={"train_samples": 256}))
+    result.losses, result.evals, result.status
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ember.mlperf_llama.config import TrainConfig
+from ember.mlperf_llama.data import GPTDataset, IndexedDataset, batches
+from ember.mlperf_llama.logging import MLLogger, Progress, WandbLogger, log_hyperparameters, log_submission
+from ember.mlperf_llama.model import Llama, LlamaConfig, flops_per_token, parameter_count, preset
+from ember.mlperf_llama.schedule import learning_rate
+from ember.tensor import Tensor, dtypes, no_grad
+from ember.tensor.jit import jit
+from ember.tensor.nn import optim, safe_load, safe_save
+
+CHECKPOINT_FORMAT = 1
+
+
+@dataclass
+class TrainResult:
+    status: str  # "success" (reached the eval target), "aborted" (ran out of samples), "benchmark"
+    steps: int  # optimizer steps done (including those before a resume)
+    samples: int  # training samples consumed
+    losses: list[float] = field(default_factory=list)  # training loss of each step this run made
+    evals: list[tuple[int, float]] = field(default_factory=list)  # (samples, validation log-perplexity)
+    step_times: list[float] = field(default_factory=list)  # seconds per optimizer step
+    tokens_per_s: float = 0.0  # median over the steps after the first two (the JIT's warm-up)
+    parameters: int = 0
+
+
+# *** data ***
+@dataclass
+class Data:
+    """Where batches come from: the train/validation GPT datasets, or random tokens (fake_data)."""
+
+    vocab_size: int
+    train: GPTDataset | None
+    valid: GPTDataset | None
+
+    def train_batches(self, cfg: TrainConfig, start_sample: int) -> Iterator[np.ndarray]:
+        if self.train is None:  # fake data: each micro-batch drawn from its position, so a resume sees the same
+            k = start_sample // cfg.batch_size
+            while True:
+                rng = np.random.default_rng((cfg.effective_data_seed, k))
+                yield rng.integers(0, self.vocab_size, (cfg.batch_size, cfg.seq_len + 1), dtype=np.int32)
+                k += 1
+        yield from (b.astype(np.int32) for b in batches(self.train, cfg.batch_size, start_sample))
+
+    def eval_batches(self, cfg: TrainConfig) -> Iterator[np.ndarray]:
+        """The first eval_samples validation sequences, unshuffled (the MLPerf rule), in eval batches."""
+        for start in range(0, cfg.eval_samples, cfg.eval_batch_size):
+            n = min(cfg.eval_batch_size, cfg.eval_samples - start)
+            if self.valid is None:
+                rng = np.random.default_rng((cfg.effective_data_seed, -1, start))
+                yield rng.integers(0, self.vocab_size, (n, cfg.seq_len + 1), dtype=np.int32)
+            else:
+                yield np.stack([self.valid[start + i] for i in range(n)]).astype(np.int32)
+
+
+def load_data(cfg: TrainConfig, vocab_size: int) -> Data:
+    """The datasets `cfg` names (data_dir/prefixes, or the embedded default), with indices cached in cache_dir."""
+    if cfg.fake_data:
+        return Data(vocab_size, None, None)
+    train_prefix, valid_prefix = dataset_prefixes(cfg)
+    cache = cfg.resolved_cache_dir / "index"
+    train_ds, valid_ds = IndexedDataset(train_prefix), IndexedDataset(valid_prefix)
+    for name, ds in (("train", train_ds), ("validation", valid_ds)):
+        if len(ds) and (top := int(max(int(ds[i].max(initial=0)) for i in _probe(len(ds))))) >= vocab_size:
+            raise ValueError(f"train: the {name} data holds token id {top}, the model's vocabulary has only "
+                             f"{vocab_size} (preset {cfg.preset!r}); use a matching tokenizer/preset")
+    train = GPTDataset(train_ds, cfg.seq_len, max(cfg.train_samples, cfg.global_batch_size),
+                       seed=cfg.effective_data_seed, shuffle=True, cache_dir=cache)
+    valid = GPTDataset(valid_ds, cfg.seq_len, cfg.eval_samples, seed=cfg.effective_data_seed, shuffle=False,
+                       cache_dir=cache)
+    if len(valid) < cfg.eval_samples:
+        raise ValueError(f"train: the validation data gives {len(valid)} sequences of {cfg.seq_len + 1} tokens, "
+                         f"eval_samples is {cfg.eval_samples}")
+    return Data(vocab_size, train, valid)
+
+
+def _probe(n: int) -> range:
+    return range(0, n, max(1, n // 64))  # a cheap vocabulary check on a spread of sequences
+
+
+def dataset_prefixes(cfg: TrainConfig) -> tuple[Path, Path]:
+    """(train, validation) .bin/.idx prefixes: under data_dir (C4 names by default), else the embedded dataset."""
+    if cfg.data_dir:
+        base = Path(cfg.data_dir).expanduser()
+        train = cfg.train_prefix or "c4-train.en_6_text_document"
+        valid = cfg.valid_prefix or "c4-validation-91205-samples.en_text_document"
+        return base / train, base / valid
+    from ember.mlperf_llama.embedded import embedded_dataset
+
+    data = embedded_dataset(cfg.resolved_cache_dir, vocab_size=model_config(cfg).vocab_size, progress=cfg.progress)
+    return data.train_prefix, data.valid_prefix
+
+
+def model_config(cfg: TrainConfig) -> LlamaConfig:
+    changes: dict[str, Any] = {"max_seq_len": cfg.seq_len}
+    if cfg.layers:
+        changes["n_layers"] = cfg.layers
+    return preset(cfg.preset, **changes)
+
+
+# *** the model and its steps ***
+class Trainer:
+    """Model, optimizer and the jitted steps for one config."""
+
+    def __init__(self, cfg: TrainConfig):
+        self.cfg = cfg
+        self.model_cfg = model_config(cfg)
+        dtype = dtypes.bfloat16 if cfg.dtype == "bfloat16" else dtypes.float32
+        self.model = Llama(self.model_cfg, seed=cfg.seed, dtype=dtype)
+        params = self.model.named_parameters()
+        # Megatron's groups: no weight decay on 1-D parameters (the norms); everything else decays, embedding too
+        decay = [p for p in params.values() if p.ndim >= 2]
+        no_decay = [p for p in params.values() if p.ndim < 2]
+        self.opt = optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
+                                {"params": no_decay, "weight_decay": 0.0}],
+                               lr=cfg.lr, b1=cfg.beta1, b2=cfg.beta2, eps=cfg.eps, clip_norm=cfg.clip_norm,
+                               master_weights=cfg.master_weights)
+        self.opt.zero_grad()  # every .grad is a view of the flat gradient buffer: backward accumulates in place
+        scale = 1.0 / cfg.grad_acc_steps
+        params_list = self.model.parameters()
+
+        def micro_step(tokens: Tensor) -> list[Tensor]:
+            loss = self.model.loss(tokens)
+            (loss * scale).backward()
+            out = [loss, *[p.grad for p in params_list]]
+            Tensor.realize_all(*out)  # type: ignore[arg-type]
+            return out  # type: ignore[return-value]
+
+        def optimizer_step() -> Tensor:
+            self.opt.step()
+            self.opt.zero_grad()
+            return self.opt.grad_norm  # type: ignore[return-value]
+
+        def eval_step(tokens: Tensor) -> Tensor:
+            with no_grad():
+                return self.model.loss(tokens).realize()
+
+        self.micro_step, self.optimizer_step, self.eval_step = jit(micro_step), jit(optimizer_step), jit(eval_step)
+
+    def evaluate(self, data: Data) -> float:
+        """Mean next-token cross-entropy over the evaluation sequences (log perplexity)."""
+        total, count = 0.0, 0
+        for b in data.eval_batches(self.cfg):
+            tokens = Tensor(b, device=self.cfg.device)
+            if b.shape[0] == self.cfg.eval_batch_size:
+                loss = self.eval_step(tokens).item()
+            else:  # a short last batch: not the captured shape
+                with no_grad():
+                    loss = self.model.loss(tokens).item()
+            total, count = total + loss * b.shape[0], count + b.shape[0]
+        return total / count
+
+
+# *** checkpoints ***
+def save_checkpoint(directory: Path, trainer: Trainer, step: int, extra: dict[str, Any]) -> Path:
+    """Write `directory/step_XXXXXXXX/` (model, optimizer, state.json) atomically: a temp dir renamed into place,
+    then the `latest` pointer replaced. A crash at any point leaves the previous checkpoint intact."""
+    directory.mkdir(parents=True, exist_ok=True)
+    final = directory / f"step_{step:08d}"
+    tmp = Path(tempfile.mkdtemp(dir=directory, prefix=f".{final.name}."))
+    try:
+        trainer.opt.step_count = step  # jit replays do not run the Python side of step()
+        safe_save(trainer.model.named_parameters(), tmp / "model.safetensors")
+        safe_save(trainer.opt.state_dict(), tmp / "optimizer.safetensors")
+        state = {"format": CHECKPOINT_FORMAT, "step": step, "samples": step * trainer.cfg.global_batch_size,
+                 "rng": {"seed": Tensor._seed, "counter": Tensor._rng_counter}, "config": trainer.cfg.to_dict(),
+                 **extra}
+        (tmp / "state.json").write_text(json.dumps(state, indent=1))
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    fd, pointer = tempfile.mkstemp(dir=directory, prefix=".latest.")
+    with os.fdopen(fd, "w") as f:
+        f.write(final.name + "\n")
+    os.replace(pointer, directory / "latest")
+    return final
+
+
+# config fields a resumed run must share with the checkpoint (the others, e.g. train_samples or logging, may change)
+RESUME_FIELDS = ("preset", "layers", "data_dir", "train_prefix", "valid_prefix", "tokenizer", "batch_size",
+                 "grad_acc_steps", "seq_len", "lr", "end_lr", "warmup_samples", "max_steps", "seed", "data_seed",
+                 "weight_decay", "beta1", "beta2", "eps", "clip_norm", "dtype", "master_weights", "fake_data")
+
+
+def load_checkpoint(directory: Path, trainer: Trainer) -> dict[str, Any]:
+    """Restore the latest checkpoint in `directory` into `trainer` in place; returns its state.json."""
+    pointer = directory / "latest"
+    if not pointer.exists():
+        raise FileNotFoundError(f"resume: no checkpoint in {directory} (no 'latest' file)")
+    path = directory / pointer.read_text().strip()
+    state = json.loads((path / "state.json").read_text())
+    if state.get("format") != CHECKPOINT_FORMAT:
+        raise ValueError(f"resume: {path} has checkpoint format {state.get('format')!r}, expected {CHECKPOINT_FORMAT}")
+    saved, now = state["config"], trainer.cfg.to_dict()
+    if changed := [k for k in RESUME_FIELDS if saved.get(k) != now.get(k)]:
+        raise ValueError(f"resume: the config differs from the checkpoint's in {changed} "
+                         f"(checkpoint: {[saved.get(k) for k in changed]}, now: {[now.get(k) for k in changed]})")
+    weights = safe_load(path / "model.safetensors", device=trainer.cfg.device)
+    own = trainer.model.named_parameters()
+    if sorted(weights) != sorted(own):
+        raise ValueError(f"resume: {path / 'model.safetensors'} does not hold this model's parameters")
+    Tensor.realize_all(*[p.assign(weights[k].cast(p.dtype).contiguous()) for k, p in own.items()])
+    trainer.opt.load_state_dict(safe_load(path / "optimizer.safetensors", device=trainer.cfg.device))
+    Tensor._seed, Tensor._rng_counter = state["rng"]["seed"], state["rng"]["counter"]
+    return state
+
+
+# *** the loop ***
+def train(cfg: TrainConfig) -> TrainResult:
+    """Run one training job as `cfg` says; returns what happened (see TrainResult)."""
+    cfg.validate()
+    ml = MLLogger(cfg.log_mlperf or None)
+    ml.event("cache_clear", True)
+    ml.start("init_start")
+    log_submission(ml, cfg)
+    trainer = Trainer(cfg)
+    n_params = parameter_count(trainer.model_cfg)
+    data = load_data(cfg, trainer.model_cfg.vocab_size)
+    log_hyperparameters(ml, cfg, n_params, include_train_samples=False)  # logged after run_stop
+    wandb = WandbLogger(cfg.wandb, cfg.wandb_project, cfg.to_dict(), mode=cfg.wandb_mode,
+                        dir=cfg.checkpoint_dir or None)
+    start_step, result = 0, TrainResult("aborted", 0, 0, parameters=n_params)
+    if cfg.resume:
+        if not cfg.checkpoint_dir:
+            raise ValueError("TrainConfig.resume: needs checkpoint_dir")
+        state = load_checkpoint(Path(cfg.checkpoint_dir), trainer)
+        start_step = state["step"]
+        result.evals = [tuple(e) for e in state.get("evals", [])]  # type: ignore[misc]
+    ml.end("init_stop")
+    ml.start("run_start")
+    gbs = cfg.global_batch_size
+    total_steps = cfg.benchmark or cfg.total_steps
+    tokens_per_step = gbs * cfg.seq_len
+    flops_per_step = flops_per_token(trainer.model_cfg, cfg.seq_len) * tokens_per_step
+    peak = cfg.effective_peak_flops
+    progress = Progress(total=total_steps * gbs, initial=start_step * gbs, enabled=cfg.progress)
+    ml.start("epoch_start", metadata={"samples_count": start_step * gbs})
+    ml.start("block_start", metadata={"samples_count": start_step * gbs})
+    batch_iter = data.train_batches(cfg, start_step * gbs)
+    step = start_step
+    try:
+        while step < total_steps:
+            trainer.opt.lr = learning_rate(step, cfg.lr, cfg.end_learning_rate, cfg.warmup_steps, cfg.max_steps)
+            t0 = time.perf_counter()
+            loss = 0.0
+            for _ in range(cfg.grad_acc_steps):
+                out = trainer.micro_step(Tensor(next(batch_iter), device=cfg.device))
+                loss += out[0].item() / cfg.grad_acc_steps
+            grad_norm = trainer.optimizer_step().item()
+            dt = time.perf_counter() - t0
+            step += 1
+            samples = step * gbs
+            result.losses.append(loss)
+            result.step_times.append(dt)
+            tps = tokens_per_step / dt
+            mfu = flops_per_step / dt / peak if peak else None
+            progress.update(samples, loss=loss, tokens_per_s=tps, mfu=mfu, lr=trainer.opt.lr)
+            wandb.log({"train/loss": loss, "train/lr": trainer.opt.lr, "train/grad_norm": grad_norm,
+                       "train/tokens_per_s": tps, **({"train/mfu": mfu} if mfu is not None else {})}, step=samples)
+            if not np.isfinite(loss):
+                raise FloatingPointError(f"train: the loss is {loss} at step {step}; lower the learning rate")
+            if cfg.benchmark:
+                continue
+            if step % cfg.eval_every_steps == 0 or step == total_steps:
+                ml.end("block_stop", metadata={"samples_count": samples})
+                ml.start("eval_start", metadata={"samples_count": samples})
+                eval_loss = trainer.evaluate(data)
+                ml.event("eval_accuracy", eval_loss, metadata={"samples_count": samples})
+                ml.end("eval_stop", metadata={"samples_count": samples})
+                result.evals.append((samples, eval_loss))
+                wandb.log({"eval/log_perplexity": eval_loss}, step=samples)
+                progress.write(f"step {step} samples {samples}: train loss {loss:.4f}, "
+                               f"validation log-perplexity {eval_loss:.4f}")
+                if eval_loss <= cfg.eval_target:
+                    result.status = "success"
+                    break
+                if step < total_steps:
+                    ml.start("block_start", metadata={"samples_count": samples})
+            if cfg.checkpoint_dir and cfg.checkpoint_every and step % cfg.checkpoint_every == 0:
+                save_checkpoint(Path(cfg.checkpoint_dir), trainer, step, {"evals": result.evals})
+    finally:
+        progress.close()
+    result.steps, result.samples = step, step * gbs
+    warm = result.step_times[2:] or result.step_times
+    result.tokens_per_s = tokens_per_step / statistics.median(warm) if warm else 0.0
+    if cfg.benchmark:
+        result.status = "benchmark"
+        med = statistics.median(warm) if warm else float("nan")
+        print(f"benchmark: {len(result.step_times)} steps, median step {med * 1e3:.1f} ms, "
+              f"{result.tokens_per_s:.0f} tokens/s, first step {result.step_times[0]:.2f} s", file=sys.stderr)
+    ml.end("epoch_stop", metadata={"samples_count": result.samples})
+    ml.end("run_stop", metadata={"samples_count": result.samples,
+                                 "status": "success" if result.status == "success" else "aborted"})
+    ml.event("train_samples", result.samples)
+    wandb.finish()
+    return result
+
+
+def evaluate(cfg: TrainConfig, checkpoint: str | None = None) -> float:
+    """Validation log-perplexity of the model at `checkpoint` (a checkpoint dir holding `latest`), or of the freshly
+    initialized model when None."""
+    cfg.validate()
+    trainer = Trainer(cfg)
+    if checkpoint:
+        load_checkpoint(Path(checkpoint), trainer)
+    data = load_data(cfg, trainer.model_cfg.vocab_size)
+    return trainer.evaluate(data)
