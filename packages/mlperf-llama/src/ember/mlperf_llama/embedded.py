@@ -40,8 +40,8 @@ def embedded_dataset(cache_dir: Path, vocab_size: int = 4096, corpus_bytes: int 
     """Build (or find, cached) the embedded dataset for a model vocabulary of `vocab_size` (BPE ranks + 256 special
     tokens). The corpus depends on the Python version, so the cache is keyed by it."""
     if vocab_size <= NUM_LLAMA3_SPECIAL_TOKENS + 256:
-        raise ValueError(f"embedded_dataset: vocab_size must exceed {NUM_LLAMA3_SPECIAL_TOKENS + 256} (256 byte tokens + "
-                         f"{NUM_LLAMA3_SPECIAL_TOKENS} special tokens), got {vocab_size}")
+        raise ValueError(f"embedded_dataset: vocab_size must exceed {NUM_LLAMA3_SPECIAL_TOKENS + 256} (256 byte "
+                         f"tokens + {NUM_LLAMA3_SPECIAL_TOKENS} special tokens), got {vocab_size}")
     root = Path(cache_dir) / (f"stdlib-py{sys.version_info.major}.{sys.version_info.minor}-v{vocab_size}-"
                               f"{corpus_bytes // 1000}k")
     root.mkdir(parents=True, exist_ok=True)

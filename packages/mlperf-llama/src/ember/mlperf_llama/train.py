@@ -88,13 +88,14 @@ def load_data(cfg: TrainConfig, vocab_size: int) -> Data:
         if len(ds) and (top := int(max(int(ds[i].max(initial=0)) for i in _probe(len(ds))))) >= vocab_size:
             raise ValueError(f"train: the {name} data holds token id {top}, the model's vocabulary has only "
                              f"{vocab_size} (preset {cfg.preset!r}); use a matching tokenizer/preset")
+    # evaluation reads each validation sequence once: one unshuffled pass must hold eval_samples of them
+    if (available := (valid_ds.num_tokens - 1) // cfg.seq_len) < cfg.eval_samples:
+        raise ValueError(f"train: the validation data ({valid_prefix}) gives {available} sequences of "
+                         f"{cfg.seq_len + 1} tokens, eval_samples is {cfg.eval_samples}")
     train = GPTDataset(train_ds, cfg.seq_len, max(cfg.train_samples, cfg.global_batch_size),
                        seed=cfg.effective_data_seed, shuffle=True, cache_dir=cache)
     valid = GPTDataset(valid_ds, cfg.seq_len, cfg.eval_samples, seed=cfg.effective_data_seed, shuffle=False,
                        cache_dir=cache)
-    if len(valid) < cfg.eval_samples:
-        raise ValueError(f"train: the validation data gives {len(valid)} sequences of {cfg.seq_len + 1} tokens, "
-                         f"eval_samples is {cfg.eval_samples}")
     return Data(vocab_size, train, valid)
 
 

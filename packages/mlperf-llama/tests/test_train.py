@@ -1,0 +1,113 @@
+"""End to end: a tiny corpus -> tokenizer -> indexed dataset -> training (loss falls), MLPerf log, checkpoints and a
+bit-identical resume, the CLI."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ember.mlperf_llama import cli
+from ember.mlperf_llama.config import TrainConfig
+from ember.mlperf_llama.corpus import unigram_entropy_of
+from ember.mlperf_llama.data import IndexedDataset
+from ember.mlperf_llama.preprocess import preprocess
+from ember.mlperf_llama.tokenizer import TiktokenTokenizer, train_bpe
+from ember.mlperf_llama.train import train
+
+WORDS = ("the quick brown fox jumps over the lazy dog while a small model learns to predict the next token of "
+         "a very repetitive corpus").split()
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("corpus")
+    rng = np.random.default_rng(0)
+    lines = []
+    for d in range(120):  # documents of word sequences that mostly follow the sentence order: learnable
+        start = int(rng.integers(len(WORDS)))
+        words = [WORDS[(start + i) % len(WORDS)] if rng.random() > 0.1 else WORDS[int(rng.integers(len(WORDS)))]
+                 for i in range(int(rng.integers(40, 80)))]
+        lines.append(json.dumps({"text": " ".join(words) + f" ({d})\n"}))
+    (root / "docs.jsonl").write_text("\n".join(lines) + "\n")
+    ranks = train_bpe([json.loads(x)["text"] for x in lines], 300)
+    TiktokenTokenizer.from_ranks(ranks).save(root / "tok.model")
+    preprocess([root / "docs.jsonl"], root / "toy", TiktokenTokenizer(root / "tok.model"), validation_fraction=0.1,
+               progress=False)
+    return root
+
+
+def config(corpus: Path, tmp: Path, **kw) -> TrainConfig:
+    base = dict(layers=1, data_dir=str(corpus), train_prefix="toy_train_text_document",
+                valid_prefix="toy_validation_text_document", cache_dir=str(tmp / "cache"), batch_size=2, seq_len=32,
+                lr=1e-2, warmup_samples=4, train_samples=48, eval_every=24, eval_samples=4, eval_batch_size=2,
+                eval_target=0.01, progress=False)  # the toy data is easy: no early stop unless asked
+    return TrainConfig(**(base | kw))
+
+
+def test_training_lowers_the_loss_and_logs_mlperf(corpus, tmp_path):
+    log = tmp_path / "mllog.txt"
+    result = train(config(corpus, tmp_path, log_mlperf=str(log)))
+    assert result.steps == 24 and result.samples == 48 and len(result.losses) == 24
+    tokens = IndexedDataset(corpus / "toy_train_text_document")
+    entropy = unigram_entropy_of(np.concatenate([tokens[i] for i in range(len(tokens))]), 4096)
+    assert np.mean(result.losses[:2]) > 7.5  # ~ln(4096) at init
+    assert np.mean(result.losses[-4:]) < entropy  # it learned more than token frequencies
+    assert [s for s, _ in result.evals] == [24, 48] and result.evals[1][1] < result.evals[0][1]
+    lines = [json.loads(x.split(":::MLLOG ", 1)[1]) for x in log.read_text().splitlines() if ":::MLLOG " in x]
+    keys = [x["key"] for x in lines]
+    for key in ("cache_clear", "init_start", "init_stop", "run_start", "seed", "global_batch_size", "opt_name",
+                "opt_adamw_beta_2", "opt_gradient_clip_norm", "opt_learning_rate_decay_steps", "block_start",
+                "block_stop", "eval_start", "eval_accuracy", "eval_stop", "run_stop", "train_samples"):
+        assert key in keys, key
+    assert keys.index("init_stop") < keys.index("run_start") < keys.index("block_start") < keys.index("run_stop")
+    evals = [x for x in lines if x["key"] == "eval_accuracy"]
+    assert [e["metadata"]["samples_count"] for e in evals] == [24, 48]
+    assert evals[-1]["value"] == pytest.approx(result.evals[-1][1])
+    run_stop = next(x for x in lines if x["key"] == "run_stop")
+    assert run_stop["metadata"]["status"] == "aborted"  # 3.3 is out of reach in 24 steps
+    assert next(x for x in lines if x["key"] == "train_samples")["value"] == 48
+
+
+def test_resume_is_bit_identical(corpus, tmp_path):
+    full = train(config(corpus, tmp_path, train_samples=16, eval_every=8))
+    ckpt = tmp_path / "ckpt"
+    first = train(config(corpus, tmp_path, train_samples=8, eval_every=8, checkpoint_dir=str(ckpt),
+                         checkpoint_every=4))
+    assert (ckpt / "latest").read_text().strip() == "step_00000004"
+    assert sorted(p.name for p in (ckpt / "step_00000004").iterdir()) == ["model.safetensors",
+                                                                        "optimizer.safetensors", "state.json"]
+    rest = train(config(corpus, tmp_path, train_samples=16, eval_every=8, checkpoint_dir=str(ckpt), resume=True))
+    assert first.losses == full.losses[:4]
+    assert rest.losses == full.losses[4:]  # exactly: same weights, optimizer state, schedule and data position
+    assert rest.evals == full.evals and rest.steps == 8
+    with pytest.raises(ValueError, match="differs from the checkpoint"):
+        train(config(corpus, tmp_path, train_samples=16, lr=5e-3, checkpoint_dir=str(ckpt), resume=True))
+
+
+def test_target_reached_stops_with_success(corpus, tmp_path):
+    result = train(config(corpus, tmp_path, eval_target=50.0, train_samples=48, eval_every=4))
+    assert result.status == "success" and result.steps == 2 and len(result.evals) == 1
+
+
+def test_data_errors_are_clear(corpus, tmp_path):
+    with pytest.raises(FileNotFoundError):
+        train(config(corpus, tmp_path, train_prefix="missing"))
+    with pytest.raises(ValueError, match="eval_samples"):
+        train(config(corpus, tmp_path, eval_samples=100000, eval_batch_size=2))
+
+
+def test_cli(corpus, tmp_path, capsys):
+    for command in ("train", "eval", "preprocess", "tokenizer-train"):
+        with pytest.raises(SystemExit) as e:
+            cli.main([command, "--help"])
+        assert e.value.code == 0
+        assert "usage: ember-llama" in capsys.readouterr().out
+    assert cli.main(["tokenizer-train", str(corpus / "docs.jsonl"), "--vocab-size", "600", "--output",
+                     str(tmp_path / "t.model")]) == 0
+    assert json.loads(capsys.readouterr().out)["vocab_size"] == 600
+    assert cli.main(["preprocess", str(corpus / "docs.jsonl"), "--output", str(tmp_path / "p"), "--tokenizer",
+                     str(tmp_path / "t.model"), "--validation-fraction", "0.1", "--no-progress"]) == 0
+    assert IndexedDataset(tmp_path / "p_train_text_document").num_tokens > 0
+    assert cli.main(["train", "--batch-size", "0"]) == 2
+    assert "batch_size" in capsys.readouterr().err
