@@ -18,12 +18,12 @@ from ember.mlperf_llama.config import (
 def test_defaults_are_valid_and_derived_values():
     cfg = TrainConfig().validate()
     assert cfg.preset == "tiny" and cfg.preset in PRESET_NAMES
-    assert cfg.global_batch_size == 8
+    assert cfg.global_batch_size == 4
     assert cfg.end_learning_rate == pytest.approx(3e-4, rel=1e-15)
-    assert cfg.warmup_steps == 64 // 8 == 8
-    assert cfg.decay_steps == 1_200_000 - 8
-    assert cfg.eval_every_steps == 128
-    assert cfg.total_steps == 2500
+    assert cfg.warmup_steps == 40 // 4 == 10
+    assert cfg.decay_steps == 1_200_000 - 10
+    assert cfg.eval_every_steps == 50
+    assert cfg.total_steps == 200
     assert cfg.effective_data_seed == 1234
     assert cfg.effective_peak_flops == DEFAULT_CPU_PEAK_FLOPS == 2.0e11
     assert str(cfg.resolved_cache_dir).endswith(".cache/ember-llama") and "~" not in str(cfg.resolved_cache_dir)
@@ -181,7 +181,7 @@ def test_precedence(tmp_path):
     assert cfg.seed == 99  # env beats file; a None override means "not given"
     assert cfg.lr == 1e-3 and cfg.seq_len == 64  # file beats defaults
     assert cfg.preset == "small"
-    assert cfg.eval_every == 1024  # default
+    assert cfg.eval_every == 200  # default
 
 
 def test_override_errors():
@@ -215,8 +215,8 @@ INVALID_CASES = [
     ({"end_lr": -1e-4}, ValueError, "TrainConfig.end_lr: must be a number in [0.0, lr=0.003], got -0.0001"),
     ({"warmup_samples": -1}, ValueError, "TrainConfig.warmup_samples: must be a non-negative integer, got -1"),
     ({"max_steps": 0}, ValueError, "TrainConfig.max_steps: must be a positive integer, got 0"),
-    ({"max_steps": 8}, ValueError, "TrainConfig.max_steps: must be greater than warmup_steps (= warmup_samples // "
-                                   "global_batch_size = 8), got 8"),
+    ({"max_steps": 10}, ValueError, "TrainConfig.max_steps: must be greater than warmup_steps (= warmup_samples // "
+                                    "global_batch_size = 10), got 10"),
     ({"train_samples": 0}, ValueError, "TrainConfig.train_samples: must be a positive integer, got 0"),
     ({"eval_every": 0}, ValueError, "TrainConfig.eval_every: must be a positive integer, got 0"),
     ({"eval_samples": 0}, ValueError, "TrainConfig.eval_samples: must be a positive integer, got 0"),

@@ -13,7 +13,7 @@ from ember.mlperf_llama.corpus import unigram_entropy_of
 from ember.mlperf_llama.data import IndexedDataset
 from ember.mlperf_llama.preprocess import preprocess
 from ember.mlperf_llama.tokenizer import TiktokenTokenizer, train_bpe
-from ember.mlperf_llama.train import train
+from ember.mlperf_llama.train import evaluate, train
 
 WORDS = ("the quick brown fox jumps over the lazy dog while a small model learns to predict the next token of "
          "a very repetitive corpus").split()
@@ -81,6 +81,8 @@ def test_resume_is_bit_identical(corpus, tmp_path):
     assert first.losses == full.losses[:4]
     assert rest.losses == full.losses[4:]  # exactly: same weights, optimizer state, schedule and data position
     assert rest.evals == full.evals and rest.steps == 8
+    # `ember-llama eval`: the checkpoint's model gives the validation loss the run logged at that step
+    assert evaluate(config(corpus, tmp_path), str(ckpt)) == pytest.approx(first.evals[-1][1], rel=1e-6)
     with pytest.raises(ValueError, match="differs from the checkpoint"):
         train(config(corpus, tmp_path, train_samples=16, lr=5e-3, checkpoint_dir=str(ckpt), resume=True))
 
@@ -111,3 +113,19 @@ def test_cli(corpus, tmp_path, capsys):
     assert IndexedDataset(tmp_path / "p_train_text_document").num_tokens > 0
     assert cli.main(["train", "--batch-size", "0"]) == 2
     assert "batch_size" in capsys.readouterr().err
+
+
+def test_gradient_accumulation_matches_a_bigger_batch(corpus, tmp_path):
+    big = train(config(corpus, tmp_path, train_samples=6, eval_every=100))
+    acc = train(config(corpus, tmp_path, train_samples=6, eval_every=100, batch_size=1, grad_acc_steps=2))
+    assert acc.steps == big.steps == 3
+    np.testing.assert_allclose(acc.losses, big.losses, rtol=2e-5)  # the same samples, summed in another order
+
+
+def test_bfloat16_master_weights_benchmark_fake_data_and_wandb(tmp_path):
+    cfg = TrainConfig(layers=1, batch_size=2, seq_len=32, fake_data=True, benchmark=3, dtype="bfloat16",
+                      master_weights=True, wandb=True, wandb_mode="offline", cache_dir=str(tmp_path), progress=False)
+    result = train(cfg)
+    assert result.status == "benchmark" and result.steps == 3 and all(np.isfinite(result.losses))
+    assert 7.5 < result.losses[0] < 9.0  # ~ln(4096): random tokens
+    assert list(tmp_path.glob("wandb/offline-run-*")), "wandb wrote no offline run"

@@ -51,17 +51,17 @@ class TrainConfig:
     valid_prefix: str = ""  # .bin/.idx prefix of the validation split inside data_dir; "" = the default name
     tokenizer: str = ""  # tokenizer model file; "" = the embedded one
     cache_dir: str = "~/.cache/ember-llama"  # dataset index cache (user-expanded at use)
-    batch_size: int = 8  # micro-batch in sequences (BS)
+    batch_size: int = 4  # micro-batch in sequences (BS)
     grad_acc_steps: int = 1  # micro-batches accumulated per optimizer step (GRADIENT_ACC_STEPS)
-    seq_len: int = 256  # tokens per sequence fed to the model (SEQLEN); samples hold seq_len + 1 tokens
+    seq_len: int = 128  # tokens per sequence fed to the model (SEQLEN); samples hold seq_len + 1 tokens
     lr: float = 3e-3  # peak learning rate after warmup (LR)
     end_lr: float | None = None  # final learning rate of the cosine decay (END_LR); None = 0.1 * lr
-    warmup_samples: int = 64  # linear warmup length in training samples (WARMUP_SAMPLES)
+    warmup_samples: int = 40  # linear warmup length in training samples (WARMUP_SAMPLES)
     max_steps: int = 1_200_000  # cosine decay horizon in optimizer steps, logged to MLPerf as max_steps
-    train_samples: int = 20_000  # stop after this many training samples even if the target is not reached
-    eval_every: int = 1024  # evaluate every this many training samples (EVAL_FREQ); MLPerf uses 12288
-    eval_samples: int = 64  # validation sequences per evaluation (EVAL_SAMPLES); MLPerf uses 1024
-    eval_batch_size: int = 8  # sequences per evaluation batch (EVAL_BS)
+    train_samples: int = 800  # stop after this many training samples even if the target is not reached
+    eval_every: int = 200  # evaluate every this many training samples (EVAL_FREQ); MLPerf uses 12288
+    eval_samples: int = 32  # validation sequences per evaluation (EVAL_SAMPLES); MLPerf uses 1024
+    eval_batch_size: int = 4  # sequences per evaluation batch (EVAL_BS)
     eval_target: float = 3.3  # stop when the validation log-perplexity reaches this (EVAL_TARGET)
     seed: int = 1234  # weight-init seed, logged as the MLPerf seed (SEED)
     data_seed: int | None = None  # train-data order seed (DATA_SEED); None = seed

@@ -246,7 +246,7 @@ def train(cfg: TrainConfig) -> TrainResult:
     data = load_data(cfg, trainer.model_cfg.vocab_size)
     log_hyperparameters(ml, cfg, n_params, include_train_samples=False)  # logged after run_stop
     wandb = WandbLogger(cfg.wandb, cfg.wandb_project, cfg.to_dict(), mode=cfg.wandb_mode,
-                        dir=cfg.checkpoint_dir or None)
+                        dir=cfg.checkpoint_dir or str(cfg.resolved_cache_dir))
     start_step, result = 0, TrainResult("aborted", 0, 0, parameters=n_params)
     if cfg.resume:
         if not cfg.checkpoint_dir:
