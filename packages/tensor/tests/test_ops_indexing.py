@@ -76,6 +76,13 @@ def test_indexing_errors():
         t[[0, 1], [0, 1, 2]]
     with pytest.raises(IndexError, match="unsupported index 'a'"):
         t["a"]
+    # int-tensor indices are checked against the realized shape too (PyTorch raises; never read out of range)
+    with pytest.raises(IndexError, match="index 3 is out of range for dim 0 of size 3"):
+        t[Tensor([0, 3])]
+    with pytest.raises(IndexError, match="index -5 is out of range for dim 1 of size 4"):
+        t[:, [0, -5]]
+    with pytest.raises(IndexError, match="gather: index 4 is out of range for dim 1 of size 4"):
+        t.gather(1, Tensor(np.full((3, 2, 5), 4)))
 
 
 @pytest.mark.parametrize("dev", ["CPU", "PYTHON"])

@@ -1251,6 +1251,7 @@ class Tensor:
                 pos += 1
                 continue
             if isinstance(k, Tensor):
+                _check_index_bounds(k, x.shape[dim], src)
                 adv.append((pos, k))
             elif isinstance(k, (int, slice)):
                 x, gone = x._basic_index(dim, k, src)
@@ -1371,6 +1372,9 @@ class Tensor:
         if index.ndim != self.ndim or any(i > s for j, (i, s) in enumerate(zip(index.shape, self.shape)) if j != d):
             raise ValueError(f"gather: index shape {index.shape} does not fit self shape {self.shape} outside dim {d}")
         size = self.shape[d]
+        if index.numel() and ((lo := int((v := index.numpy()).min())) < 0 or int(v.max()) >= size):
+            raise IndexError(f"gather: index {lo if lo < 0 else int(v.max())} is out of range for dim {d} of size "
+                             f"{size}")
         x = self.shrink([(0, s) if j == d else (0, i) for j, (i, s) in enumerate(zip(index.shape, self.shape))])
         # x with dim d moved last, then broadcast over the index positions along d
         x = x.permute([j for j in range(self.ndim) if j != d] + [d]).unsqueeze(d).expand(index.shape + (size,))
@@ -1508,6 +1512,17 @@ def _unrealize(u: UOp, keep: set[UOp]) -> UOp:
     while mapping := {x: g for x in u.toposort() if x not in keep and (g := _graph_of.get(x)) is not None}:
         u = u.substitute(mapping)
     return u
+
+
+def _check_index_bounds(index: Tensor, size: int, dim: int) -> None:
+    """IndexError for an int index tensor with a value outside [-size, size) (it reads the index values: a sync)."""
+    if not dtypes.is_int(index.dtype) or index.numel() == 0:
+        return
+    values = index.numpy()
+    lo, hi = int(values.min()), int(values.max())
+    if lo < -size or hi >= size:
+        bad = hi if hi >= size else lo
+        raise IndexError(f"index {bad} is out of range for dim {dim} of size {size}")
 
 
 def _distinct_storage(todo: list[Tensor]) -> list[Tensor]:
