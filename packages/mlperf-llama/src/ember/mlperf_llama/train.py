@@ -306,6 +306,8 @@ def train(cfg: TrainConfig) -> TrainResult:
                     ml.start("block_start", metadata={"samples_count": samples})
             if cfg.checkpoint_dir and cfg.checkpoint_every and step % cfg.checkpoint_every == 0:
                 save_checkpoint(Path(cfg.checkpoint_dir), trainer, step, {"evals": result.evals})
+        if cfg.checkpoint_dir and cfg.checkpoint_every and step > start_step and step % cfg.checkpoint_every:
+            save_checkpoint(Path(cfg.checkpoint_dir), trainer, step, {"evals": result.evals})  # where the run ended
     finally:
         progress.close()
     result.steps, result.samples = step, step * gbs
