@@ -129,3 +129,4 @@ def test_bfloat16_master_weights_benchmark_fake_data_and_wandb(tmp_path):
     assert result.status == "benchmark" and result.steps == 3 and all(np.isfinite(result.losses))
     assert 7.5 < result.losses[0] < 9.0  # ~ln(4096): random tokens
     assert list(tmp_path.glob("wandb/offline-run-*")), "wandb wrote no offline run"
+    assert 7.5 < evaluate(cfg) < 9.0  # fake validation batches too

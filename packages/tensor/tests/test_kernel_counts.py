@@ -57,3 +57,22 @@ def test_value_used_twice_computed_once(x):
     s = schedule(UOp.sink(out.uop))
     assert len(s.items) == 2
     assert sum(u.op is Ops.REDUCE for it in s.items for u in it.ast.toposort()) == 1
+
+
+def test_no_grad_realizes_the_same_reduces(x):
+    """Under no_grad every value is DETACHed: a matmul read by log_softmax's max and sum must still be stored once,
+    not recomputed inside both (the eval step of a language model)."""
+    from ember.tensor import no_grad
+
+    w = Tensor.ones(48, 64)
+    plain = n_kernels((x @ w).log_softmax(-1))
+    with no_grad():
+        detached = n_kernels((x @ w).log_softmax(-1))
+    assert detached == plain == 4  # matmul, row max, row sum of exp, the output
+
+
+def test_costly_work_broadcast_into_a_reduce_is_stored(x):
+    """silu(x) broadcast over a matmul's output axis would be recomputed 16 times per element: stored once."""
+    w = Tensor.ones(48, 16)
+    assert n_kernels(x.silu() @ w) == 2
+    assert n_kernels((x * 2 + 1) @ w) == 1  # cheap: recomputing beats a store and a load

@@ -297,3 +297,15 @@ def test_mlp_learns_synthetic_classification():
     xt, yt = sample(512)
     accuracy = (l2(l1(Tensor(xt)).relu()).numpy().argmax(-1) == yt).mean()
     assert accuracy > 0.95, accuracy
+
+
+def test_rng_state_round_trip():
+    Tensor.manual_seed(5)
+    Tensor.rand(3).numpy()
+    state = Tensor.rng_state()
+    a = Tensor.rand(4).numpy()
+    Tensor.manual_seed(99)
+    Tensor.set_rng_state(state)
+    np.testing.assert_array_equal(Tensor.rand(4).numpy(), a)
+    with pytest.raises(ValueError, match="set_rng_state"):
+        Tensor.set_rng_state((1, -1))

@@ -61,7 +61,7 @@ class Data:
         if self.train is None:  # fake data: each micro-batch drawn from its position, so a resume sees the same
             k = start_sample // cfg.batch_size
             while True:
-                rng = np.random.default_rng((cfg.effective_data_seed, k))
+                rng = np.random.default_rng((cfg.effective_data_seed, 0, k))
                 yield rng.integers(0, self.vocab_size, (cfg.batch_size, cfg.seq_len + 1), dtype=np.int32)
                 k += 1
         yield from (b.astype(np.int32) for b in batches(self.train, cfg.batch_size, start_sample))
@@ -71,7 +71,7 @@ class Data:
         for start in range(0, cfg.eval_samples, cfg.eval_batch_size):
             n = min(cfg.eval_batch_size, cfg.eval_samples - start)
             if self.valid is None:
-                rng = np.random.default_rng((cfg.effective_data_seed, -1, start))
+                rng = np.random.default_rng((cfg.effective_data_seed, 1, start))
                 yield rng.integers(0, self.vocab_size, (n, cfg.seq_len + 1), dtype=np.int32)
             else:
                 yield np.stack([self.valid[start + i] for i in range(n)]).astype(np.int32)
@@ -188,7 +188,7 @@ def save_checkpoint(directory: Path, trainer: Trainer, step: int, extra: dict[st
         safe_save(trainer.model.named_parameters(), tmp / "model.safetensors")
         safe_save(trainer.opt.state_dict(), tmp / "optimizer.safetensors")
         state = {"format": CHECKPOINT_FORMAT, "step": step, "samples": step * trainer.cfg.global_batch_size,
-                 "rng": {"seed": Tensor._seed, "counter": Tensor._rng_counter}, "config": trainer.cfg.to_dict(),
+                 "rng": list(Tensor.rng_state()), "config": trainer.cfg.to_dict(),
                  **extra}
         (tmp / "state.json").write_text(json.dumps(state, indent=1))
         if final.exists():
@@ -229,7 +229,7 @@ def load_checkpoint(directory: Path, trainer: Trainer) -> dict[str, Any]:
         raise ValueError(f"resume: {path / 'model.safetensors'} does not hold this model's parameters")
     Tensor.realize_all(*[p.assign(weights[k].cast(p.dtype).contiguous()) for k, p in own.items()])
     trainer.opt.load_state_dict(safe_load(path / "optimizer.safetensors", device=trainer.cfg.device))
-    Tensor._seed, Tensor._rng_counter = state["rng"]["seed"], state["rng"]["counter"]
+    Tensor.set_rng_state(tuple(state["rng"]))
     return state
 
 

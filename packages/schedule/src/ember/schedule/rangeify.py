@@ -95,11 +95,12 @@ def realize_map(sink: UOp) -> set[UOp]:
     for u in nodes:
         if u.op is Ops.EXPAND and feeds_reduce[u]:
             src = u.src[0]
-            while src.op in GroupOp.Movement and src not in realized:
+            while (src.op in GroupOp.Movement or src.op is Ops.DETACH) and src not in realized:
                 src = src.src[0]
             if src not in realized and _costly(src, realized):
                 realized.add(src)
-    return {u for u in realized if u.op is not Ops.DETACH}
+    # a DETACH is its source's value: realizing it realizes the source (unless that already lives in a buffer)
+    return {s for u in realized if not is_buffer_view(s := strip_detach(u)) and s.op is not Ops.CONST}
 
 
 # recomputing more than this many ALU ops (or any transcendental) per broadcast element costs more than a store+load

@@ -1123,6 +1123,18 @@ class Tensor:
         Tensor._seed, Tensor._rng_counter = seed, 0
 
     @staticmethod
+    def rng_state() -> tuple[int, int]:
+        """(seed, calls made since manual_seed): with `set_rng_state` a checkpoint resumes the random stream."""
+        return Tensor._seed, Tensor._rng_counter
+
+    @staticmethod
+    def set_rng_state(state: tuple[int, int]) -> None:
+        seed, counter = state
+        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (seed, counter)):
+            raise ValueError(f"set_rng_state: expected (seed, counter) of ints >= 0, got {state!r}")
+        Tensor._seed, Tensor._rng_counter = seed, counter
+
+    @staticmethod
     def _random_bits(n: int, device: str | None) -> Tensor:
         # n uint32 words: threefry2x32(key=(seed, call counter), counter=(i, 0)) for i < ceil(n/2), both words kept
         key = (Tensor._seed & 0xFFFFFFFF, ((Tensor._seed >> 32) ^ Tensor._rng_counter) & 0xFFFFFFFF)
