@@ -16,7 +16,6 @@ import dataclasses
 import json
 import math
 import os
-import tempfile
 import tomllib
 import types
 import typing
@@ -24,6 +23,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from ember.mlperf_llama.atomic import write_atomic
 
 PRESET_NAMES: tuple[str, ...] = ("tiny", "small", "8B")
 DTYPES: tuple[str, ...] = ("float32", "bfloat16")
@@ -209,7 +210,7 @@ class TrainConfig:
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write :meth:`to_dict` as JSON to ``path`` atomically (temp file in the same directory, then rename)."""
-        _atomic_write_text(Path(path), json.dumps(self.to_dict(), indent=2) + "\n")
+        write_atomic(path, json.dumps(self.to_dict(), indent=2) + "\n")
 
 
 # ---- environment variables and help ----------------------------------------------------------------
@@ -426,22 +427,6 @@ def _read_env(env: Mapping[str, str]) -> dict[str, Any]:
             value = None
         values[field_name] = value
     return values
-
-
-def _atomic_write_text(path: Path, text: str) -> None:
-    directory = path.parent if str(path.parent) else Path(".")
-    if not directory.is_dir():
-        raise FileNotFoundError(f"TrainConfig.save: directory {str(directory)!r} of {str(path)!r} does not exist")
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 # ---- validation primitives (messages: "TrainConfig.<field>: must be <accepted>, got <value>") -------

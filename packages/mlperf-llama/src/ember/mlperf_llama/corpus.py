@@ -12,11 +12,12 @@ import json
 import os
 import sys
 import sysconfig
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+
+from ember.mlperf_llama.atomic import atomic_open
 
 __all__ = ["stdlib_corpus", "stdlib_source_files", "unigram_entropy", "unigram_entropy_of"]
 
@@ -100,15 +101,8 @@ def stdlib_corpus(out_dir: str | os.PathLike[str], max_bytes: int = 4_000_000) -
     if not lines:
         raise ValueError(f"stdlib_corpus: no readable .py files under {sysconfig.get_paths()['stdlib']!r}")
 
-    fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.writelines(lines)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_open(path, "w", encoding="utf-8", newline="\n") as f:
+        f.writelines(lines)
     return path
 
 

@@ -31,6 +31,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
+from ember.mlperf_llama.atomic import atomic_open, write_atomic
+
 __all__ = [
     "DTYPE_CODES",
     "DatasetFormatError",
@@ -466,14 +468,8 @@ def _sample_index(
 
 
 def _atomic_save(path: Path, array_: np.ndarray) -> None:
-    fd, tmp = _temp_in(path.parent, path.name, ".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.save(f, array_, allow_pickle=False)
-        os.replace(tmp, path)
-    except BaseException:
-        _remove_quietly(tmp)
-        raise
+    with atomic_open(path, "wb") as f:
+        np.save(f, array_, allow_pickle=False)
 
 
 class GPTDataset:
@@ -602,10 +598,7 @@ class GPTDataset:
         description_path = paths["document_index"].with_name(
             paths["document_index"].name.replace("-document_index.npy", "-description.json")
         )
-        fd, tmp = _temp_in(directory, description_path.name, ".tmp")
-        with os.fdopen(fd, "w") as f:
-            f.write(self._description + "\n")
-        os.replace(tmp, description_path)
+        write_atomic(description_path, self._description + "\n")
 
     @property
     def dataset(self) -> IndexedDataset:

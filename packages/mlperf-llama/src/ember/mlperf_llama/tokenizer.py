@@ -28,13 +28,14 @@ import functools
 import heapq
 import os
 import re
-import tempfile
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 import regex  # type: ignore[import-untyped,unused-ignore]
+
+from ember.mlperf_llama.atomic import write_atomic
 
 __all__ = [
     "LLAMA3_PATTERN",
@@ -195,18 +196,6 @@ def _merge_heap(piece: bytes, ranks: Mapping[bytes, int]) -> list[int]:
         out.append(ranks[piece[i : nxt[i]]])
         i = nxt[i]
     return out
-
-
-def _atomic_write_bytes(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def _read_ranks_file(path: Path) -> dict[bytes, int]:
@@ -475,7 +464,7 @@ class TiktokenTokenizer:
             base64.b64encode(token) + b" " + str(rank).encode("ascii")
             for token, rank in sorted(self._ranks.items(), key=lambda kv: kv[1])
         ]
-        _atomic_write_bytes(out, b"\n".join(lines) + b"\n")
+        write_atomic(out, b"\n".join(lines) + b"\n")
         return out
 
     def __repr__(self) -> str:

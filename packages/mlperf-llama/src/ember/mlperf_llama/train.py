@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from ember.mlperf_llama.atomic import write_atomic
 from ember.mlperf_llama.config import TrainConfig
 from ember.mlperf_llama.data import GPTDataset, IndexedDataset, batches
 from ember.mlperf_llama.logging import MLLogger, Progress, WandbLogger, log_hyperparameters, log_submission
@@ -197,10 +198,7 @@ def save_checkpoint(directory: Path, trainer: Trainer, step: int, extra: dict[st
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    fd, pointer = tempfile.mkstemp(dir=directory, prefix=".latest.")
-    with os.fdopen(fd, "w") as f:
-        f.write(final.name + "\n")
-    os.replace(pointer, directory / "latest")
+    write_atomic(directory / "latest", final.name + "\n")
     return final
 
 
