@@ -256,22 +256,29 @@ class AdamW(Optimizer):
     def _advance_betas(self) -> list[Tensor]:
         return [bp.assign(bp * Tensor([self.b1, self.b2], device=d)) for d, bp in self.betas_pow.items()]
 
-    def _step(self) -> list[Tensor]:
+    def _adam_steps(self) -> tuple[list[tuple[int, ParamGroup, Tensor, Tensor, Tensor]], list[Tensor]]:
+        """Per group (i, group, m, v, the bias-corrected Adam direction m^ / (sqrt(v^) + eps)), and the tensors every
+        step realizes besides the updates (the advanced beta powers, the gradient norm)."""
         scale = self._clip_scale()
-        betas = self._advance_betas()
-        out: list[Tensor] = []
+        extra = self._advance_betas() + ([self.grad_norm] if self.grad_norm is not None else [])
+        steps = []
         for i, g in enumerate(self.groups):
             m, v = self._moments(i, g, scale)
             bp = self.betas_pow[g.device]
-            c1, c2 = 1 - bp[0], 1 - bp[1]
-            update = (m / c1) / ((v / c2).sqrt() + self.eps)
+            steps.append((i, g, m, v, (m / (1 - bp[0])) / ((v / (1 - bp[1])).sqrt() + self.eps)))
+        return steps, extra
+
+    def _step(self) -> list[Tensor]:
+        steps, extra = self._adam_steps()
+        out: list[Tensor] = []
+        for i, g, m, v, update in steps:
             lr = self.lr_on(g)
             w = self.master[i] if self.master[i] is not None else g.flat.float()
             new = w * (1 - lr * g.weight_decay) - update * lr
             if self.master[i] is not None:
                 out.append(self.master[i].assign(new))  # type: ignore[union-attr]
             out += [m, v, g.flat.assign(new.cast(g.flat.dtype))]
-        return out + betas + ([self.grad_norm] if self.grad_norm is not None else [])
+        return out + extra
 
 
 def Adam(params: Any, lr: float = 1e-3, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8) -> AdamW:
@@ -285,14 +292,11 @@ class LAMB(AdamW):
     tensor, so a LAMB step runs those reductions per parameter; the updates stay fused per group."""
 
     def _step(self) -> list[Tensor]:
-        scale = self._clip_scale()
-        betas = self._advance_betas()
+        steps, extra = self._adam_steps()
         out: list[Tensor] = []
-        for i, g in enumerate(self.groups):
-            m, v = self._moments(i, g, scale)
-            bp = self.betas_pow[g.device]
+        for _, g, m, v, update in steps:
             w = g.flat.float()
-            step = (m / (1 - bp[0])) / ((v / (1 - bp[1])).sqrt() + self.eps) + w * g.weight_decay
+            step = update + w * g.weight_decay
             # one trust ratio per parameter tensor, broadcast over its slice of the flat buffer
             ratios, offset = [], 0
             for p in g.params:
@@ -304,4 +308,4 @@ class LAMB(AdamW):
                 offset += n
             trust_flat = Tensor.cat(*ratios) if len(ratios) > 1 else ratios[0]
             out += [m, v, g.flat.assign((w - step * trust_flat * self.lr_on(g)).cast(g.flat.dtype))]
-        return out + betas + ([self.grad_norm] if self.grad_norm is not None else [])
+        return out + extra
