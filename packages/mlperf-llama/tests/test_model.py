@@ -38,41 +38,6 @@ def meta_scaled_freqs(head_dim: int, theta: float) -> np.ndarray:
     return np.array(out)
 
 
-def torch_llama(cfg: LlamaConfig, w: dict[str, torch.Tensor], tokens: torch.Tensor) -> torch.Tensor:
-    b, t = tokens.shape
-    hd = cfg.head_dim
-    freqs = torch.tensor(rope_frequencies(hd, cfg.rope_theta, cfg.rope_scaling))
-    angles = torch.outer(torch.arange(t, dtype=torch.float64), freqs)
-    rot = torch.polar(torch.ones_like(angles), angles).to(torch.complex64)
-
-    def rope(x):  # Meta's form: consecutive pairs as complex numbers
-        xc = torch.view_as_complex(x.reshape(*x.shape[:-1], -1, 2))
-        return torch.view_as_real(xc * rot.reshape(1, t, 1, -1)).flatten(-2)
-
-    def norm(x, weight):
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + cfg.norm_eps) * weight
-
-    h = w["tok_embeddings.weight"][tokens]
-    mask = torch.full((t, t), float("-inf")).triu(1)
-    for i in range(cfg.n_layers):
-        p = f"layers.{i}."
-        x = norm(h, w[p + "attention_norm.weight"])
-        q = (x @ w[p + "attention.wq.weight"].T).view(b, t, cfg.n_heads, hd)
-        k = (x @ w[p + "attention.wk.weight"].T).view(b, t, cfg.n_kv_heads, hd)
-        v = (x @ w[p + "attention.wv.weight"].T).view(b, t, cfg.n_kv_heads, hd)
-        q, k = rope(q), rope(k)
-        rep = cfg.n_heads // cfg.n_kv_heads
-        k, v = k.repeat_interleave(rep, dim=2), v.repeat_interleave(rep, dim=2)
-        q, k, v = (z.transpose(1, 2) for z in (q, k, v))
-        scores = q @ k.transpose(-1, -2) / math.sqrt(hd) + mask
-        out = (scores.softmax(-1) @ v).transpose(1, 2).reshape(b, t, cfg.dim)
-        h = h + out @ w[p + "attention.wo.weight"].T
-        x = norm(h, w[p + "ffn_norm.weight"])
-        ffn = torch.nn.functional.silu(x @ w[p + "feed_forward.w1.weight"].T) * (x @ w[p + "feed_forward.w3.weight"].T)
-        h = h + ffn @ w[p + "feed_forward.w2.weight"].T
-    return norm(h, w["norm.weight"]) @ w["output.weight"].T
-
-
 @pytest.fixture(scope="module")
 def model_and_tokens():
     model = Llama(CFG, seed=3)
@@ -84,7 +49,7 @@ def model_and_tokens():
     return model, tokens
 
 
-def test_logits_match_pytorch(model_and_tokens):
+def test_logits_match_pytorch(model_and_tokens, torch_llama):
     model, tokens = model_and_tokens
     weights = {k: torch.tensor(v.numpy()) for k, v in model.named_parameters().items()}
     ref = torch_llama(CFG, weights, torch.tensor(tokens[:, :-1], dtype=torch.long))
@@ -92,7 +57,7 @@ def test_logits_match_pytorch(model_and_tokens):
     np.testing.assert_allclose(got, ref.numpy(), rtol=1e-4, atol=1e-5)
 
 
-def test_loss_and_gradients_match_pytorch(model_and_tokens):
+def test_loss_and_gradients_match_pytorch(model_and_tokens, torch_llama):
     model, tokens = model_and_tokens
     weights = {k: torch.tensor(v.numpy(), requires_grad=True) for k, v in model.named_parameters().items()}
     t = torch.tensor(tokens, dtype=torch.long)

@@ -130,3 +130,39 @@ def test_bfloat16_master_weights_benchmark_fake_data_and_wandb(tmp_path):
     assert 7.5 < result.losses[0] < 9.0  # ~ln(4096): random tokens
     assert list(tmp_path.glob("wandb/offline-run-*")), "wandb wrote no offline run"
     assert 7.5 < evaluate(cfg) < 9.0  # fake validation batches too
+
+
+def test_one_optimizer_step_matches_pytorch(torch_llama):
+    """A whole trainer step (2 accumulated micro-batches, global-norm clipping that engages, AdamW with Megatron's
+    weight-decay groups, the scheduled warmup lr) against torch.optim.AdamW + clip_grad_norm_ on the same weights."""
+    import torch
+
+    from ember.mlperf_llama.schedule import learning_rate
+    from ember.mlperf_llama.train import Trainer
+    from ember.tensor import Tensor
+
+    cfg = TrainConfig(layers=1, batch_size=2, grad_acc_steps=2, seq_len=16, fake_data=True, lr=1e-2,
+                      warmup_samples=8, clip_norm=0.5, progress=False)
+    trainer = Trainer(cfg)
+    before = {k: torch.tensor(v.numpy(), requires_grad=True) for k, v in trainer.model.named_parameters().items()}
+    rng = np.random.default_rng(3)
+    batches = [rng.integers(0, 4096, (2, 17)).astype(np.int32) for _ in range(2)]
+    lr = learning_rate(0, cfg.lr, cfg.end_learning_rate, cfg.warmup_steps, cfg.max_steps)
+    assert lr == pytest.approx(1e-2 / 3)  # warmup: base * (0 + 1) / (W + 1), W = 8 // 4 = 2
+    trainer.opt.lr = lr
+    for b in batches:
+        trainer.micro_step(Tensor(b))
+    grad_norm = trainer.optimizer_step().item()
+
+    opt = torch.optim.AdamW([{"params": [p for p in before.values() if p.ndim >= 2], "weight_decay": 0.1},
+                             {"params": [p for p in before.values() if p.ndim < 2], "weight_decay": 0.0}],
+                            lr=lr, betas=(0.9, 0.95), eps=1e-5)
+    for b in batches:
+        t = torch.tensor(b, dtype=torch.long)
+        logits = torch_llama(trainer.model_cfg, before, t[:, :-1])
+        (torch.nn.functional.cross_entropy(logits.reshape(-1, 4096), t[:, 1:].reshape(-1)) / 2).backward()
+    ref_norm = torch.nn.utils.clip_grad_norm_(list(before.values()), 0.5).item()
+    opt.step()
+    assert ref_norm > 0.5 and grad_norm == pytest.approx(ref_norm, rel=1e-4)  # the clip engaged
+    for name, p in trainer.model.named_parameters().items():
+        np.testing.assert_allclose(p.numpy(), before[name].detach().numpy(), rtol=1e-4, atol=lr * 2e-3, err_msg=name)
