@@ -76,3 +76,13 @@ def test_costly_work_broadcast_into_a_reduce_is_stored(x):
     w = Tensor.ones(48, 16)
     assert n_kernels(x.silu() @ w) == 2
     assert n_kernels((x * 2 + 1) @ w) == 1  # cheap: recomputing beats a store and a load
+
+
+def test_long_reduce_splits_into_block_sums():
+    """A sum of 3M elements: block sums (stored, in parallel) then their sum, accurate to ~1e-6 in float32."""
+    v = np.random.default_rng(0).standard_normal(3_000_001).astype(np.float32)
+    big = Tensor(v)
+    assert n_kernels(big.sum()) == 2 and n_kernels(big.reshape(1, -1).max(1)) == 1  # 3M+1 has no block: max stays
+    assert n_kernels(big[:2_097_152].reshape(512, 4096).max()) == 2  # a full reduce of a 2-D tensor, any op
+    assert big.sum().item() == pytest.approx(v.astype(np.float64).sum(), rel=1e-6, abs=1e-3)
+    assert n_kernels(Tensor.ones(64, 64).sum()) == 1  # short: untouched

@@ -14,10 +14,11 @@ from ember.schedule.rangeify import (  # noqa: E402
     is_buffer_view,
     kernel_ast,
     new_buffer,
+    pm_split_reduces,
     realize_map,
     strip_detach,
 )
-from ember.uops import GroupOp, Ops, UOp, prod, verify  # noqa: E402
+from ember.uops import GroupOp, Ops, UOp, graph_rewrite, prod, verify  # noqa: E402
 
 _unique = itertools.count(1 << 40)  # UNIQUE ids of scheduler-made buffers (the tensor layer counts from 0)
 
@@ -83,6 +84,8 @@ def schedule(sink: UOp, hold: frozenset[UOp] = frozenset()) -> Schedule:
         raise ValueError(f"schedule: expected a SINK of tensors, got {sink.op}")
     if os.environ.get("SPEC"):
         verify(sink, "tensor")
+    given = sink
+    sink = graph_rewrite(sink, pm_split_reduces, name="split reduces")
     realized = realize_map(sink)
     order = [u for u in sink.toposort(gate=lambda u: u.op is not Ops.BUFFER) if u in realized]
     buffers: dict[UOp, UOp] = {}
@@ -106,6 +109,9 @@ def schedule(sink: UOp, hold: frozenset[UOp] = frozenset()) -> Schedule:
     for s in sink.src:
         if s not in becomes:  # already a buffer or a constant (nothing to compute), or a detached output
             becomes[s] = becomes.get(strip_detach(s), s)
+    for orig, new in zip(given.src, sink.src):  # outputs a rewrite (split reduces) replaced: keyed as given
+        if orig is not new:
+            becomes[orig] = becomes[new]
     keep = {buffer_of(v) for v in becomes.values()} | {b for it in items for b in it.bufs if b not in buffers.values()}
     return Schedule(memory_plan(items, keep), becomes)
 

@@ -46,6 +46,39 @@ def strip_detach(u: UOp) -> UOp:
     return u
 
 
+# a reduce of at least this many elements per output splits in two stages (block sums, stored; then their sum): the
+# blocks run in parallel, and a float32 running sum over millions of elements would drift by ~1e-3 relative
+SPLIT_REDUCE_MIN = 1 << 15
+SPLIT_REDUCE_OUTPUTS = 64  # only reduces with few outputs: many outputs already share the work out and sum short runs
+_SPLIT_BLOCKS = (4096, 2048, 1024, 512, 256)
+
+
+def split_reduce(r: UOp) -> UOp | None:
+    """REDUCE_AXIS over one long axis (or over every axis) with few outputs -> block reduces, stored, then reduced."""
+    op, axes = r.arg
+    x = r.src[0]
+    shape = x.shape
+    if shape is None or not all(isinstance(s, int) for s in shape) or prod(r.shape) > SPLIT_REDUCE_OUTPUTS:
+        return None
+    if len(axes) == len(shape) > 1 and prod(shape) >= SPLIT_REDUCE_MIN:  # a full reduce: over the flattened tensor
+        flat = x.reshape((prod(shape),)).reduce_axis(op, (0,))
+        return flat.reshape(r.shape)
+    if len(axes) != 1 or (n := shape[axes[0]]) < SPLIT_REDUCE_MIN:
+        return None
+    a = axes[0]
+    if (block := next((b for b in _SPLIT_BLOCKS if n % b == 0 and n // b >= 2), None)) is None:
+        if op is not Ops.ADD:  # PAD fills with zeros: the identity of a sum only
+            return None
+        block = _SPLIT_BLOCKS[0]
+        x = x.pad(tuple((0, -n % block) if i == a else (0, 0) for i in range(len(shape))))
+        shape, n = x.shape, n + -n % block
+    blocks = x.reshape(shape[:a] + (n // block, block) + shape[a + 1:]).reduce_axis(op, (a + 1,)).contiguous()
+    return blocks.reduce_axis(op, (a,)).reshape(r.shape)
+
+
+pm_split_reduces = PatternMatcher([(UPat(Ops.REDUCE_AXIS, name="r"), split_reduce)])
+
+
 def realize_map(sink: UOp) -> set[UOp]:
     """The tensor nodes that get their own buffer (a kernel each).
 

@@ -167,21 +167,6 @@ def _check_float(name: str, value: Any) -> None:
         raise ValueError(f"optimizer: {name} must be a finite number >= 0, got {value!r}")
 
 
-_NORM_BLOCK = 4096
-
-
-def _sum_of_squares(flat: Tensor) -> Tensor:
-    """sum(x^2) in float32 over blocks of 4096, then over the blocks' sums: one running float32 sum over millions of
-    elements would drift by ~1e-3 relative (a Llama's global gradient norm), two levels stay near 1e-6."""
-    x = flat.float()
-    n = x.numel()
-    if n <= _NORM_BLOCK:
-        return (x * x).sum()
-    if pad := -n % _NORM_BLOCK:
-        x = x.pad(((0, pad),))
-    return (x * x).reshape(-1, _NORM_BLOCK).sum(1).sum()
-
-
 def _f32(value: float) -> bytes:
     import struct
     return struct.pack("<f", value)
@@ -250,7 +235,8 @@ class AdamW(Optimizer):
     def _clip_scale(self) -> dict[str, Tensor] | None:
         if self.clip_norm is None:
             return None
-        sq = [_sum_of_squares(g.flat_grad) for g in self.groups]
+        # float32 over millions of elements: the scheduler splits such a reduce into block sums (accurate, parallel)
+        sq = [(g.flat_grad.float() * g.flat_grad.float()).sum() for g in self.groups]
         first = self.groups[0].device
         total = sq[0]
         for s in sq[1:]:
