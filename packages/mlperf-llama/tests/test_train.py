@@ -166,3 +166,18 @@ def test_one_optimizer_step_matches_pytorch(torch_llama):
     assert ref_norm > 0.5 and grad_norm == pytest.approx(ref_norm, rel=1e-4)  # the clip engaged
     for name, p in trainer.model.named_parameters().items():
         np.testing.assert_allclose(p.numpy(), before[name].detach().numpy(), rtol=1e-4, atol=lr * 2e-3, err_msg=name)
+
+
+def test_embedded_dataset_builds_once(tmp_path):
+    from ember.mlperf_llama.embedded import embedded_dataset
+
+    data = embedded_dataset(tmp_path, vocab_size=1024, corpus_bytes=1_000_000, progress=False)
+    tok = TiktokenTokenizer(data.tokenizer_path)
+    assert tok.vocab_size == 1024 and tok.num_base_tokens == 768
+    train_ds, valid_ds = IndexedDataset(data.train_prefix), IndexedDataset(data.valid_prefix)
+    assert train_ds.num_tokens > 10 * valid_ds.num_tokens > 0
+    stamp = Path(f"{data.train_prefix}.idx").stat().st_mtime_ns
+    assert embedded_dataset(tmp_path, vocab_size=1024, corpus_bytes=1_000_000, progress=False) == data
+    assert Path(f"{data.train_prefix}.idx").stat().st_mtime_ns == stamp  # cached: not rebuilt
+    with pytest.raises(ValueError, match="vocab_size must exceed 512"):
+        embedded_dataset(tmp_path, vocab_size=512, corpus_bytes=1_000_000)

@@ -56,14 +56,11 @@ def _preprocess(args: argparse.Namespace) -> int:
 
 def _tokenizer_train(args: argparse.Namespace) -> int:
     from ember.mlperf_llama.preprocess import iter_documents
-    from ember.mlperf_llama.tokenizer import NUM_LLAMA3_SPECIAL_TOKENS, TiktokenTokenizer, train_bpe
+    from ember.mlperf_llama.tokenizer import train_llama3_tokenizer
 
-    if args.vocab_size <= NUM_LLAMA3_SPECIAL_TOKENS + 256:
-        raise SystemExit(f"ember-llama tokenizer-train: --vocab-size must exceed {NUM_LLAMA3_SPECIAL_TOKENS + 256}")
-    ranks = train_bpe(iter_documents(args.inputs, text_key=args.text_key), args.vocab_size - NUM_LLAMA3_SPECIAL_TOKENS)
-    tok = TiktokenTokenizer.from_ranks(ranks)
+    tok = train_llama3_tokenizer(iter_documents(args.inputs, text_key=args.text_key), args.vocab_size)
     tok.save(args.output)
-    print(json.dumps({"output": str(args.output), "ranks": len(ranks), "vocab_size": tok.vocab_size}))
+    print(json.dumps({"output": str(args.output), "ranks": tok.num_base_tokens, "vocab_size": tok.vocab_size}))
     return 0
 
 

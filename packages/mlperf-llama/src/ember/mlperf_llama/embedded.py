@@ -8,15 +8,13 @@ per cache directory and Python version, then reused.
 
 from __future__ import annotations
 
-import json
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from ember.mlperf_llama.corpus import stdlib_corpus
-from ember.mlperf_llama.preprocess import preprocess
-from ember.mlperf_llama.tokenizer import NUM_LLAMA3_SPECIAL_TOKENS, TiktokenTokenizer, train_bpe
+from ember.mlperf_llama.preprocess import iter_documents, preprocess, split_prefixes
+from ember.mlperf_llama.tokenizer import TiktokenTokenizer, train_llama3_tokenizer
 
 DEFAULT_CORPUS_BYTES = 3_000_000
 VALIDATION_FRACTION = 0.05  # every 20th document is validation
@@ -29,19 +27,10 @@ class EmbeddedData:
     valid_prefix: Path
 
 
-def _texts(corpus: Path) -> Iterator[str]:
-    with corpus.open(encoding="utf-8") as f:
-        for line in f:
-            yield json.loads(line)["text"]
-
-
 def embedded_dataset(cache_dir: Path, vocab_size: int = 4096, corpus_bytes: int = DEFAULT_CORPUS_BYTES,
                      progress: bool = True) -> EmbeddedData:
     """Build (or find, cached) the embedded dataset for a model vocabulary of `vocab_size` (BPE ranks + 256 special
     tokens). The corpus depends on the Python version, so the cache is keyed by it."""
-    if vocab_size <= NUM_LLAMA3_SPECIAL_TOKENS + 256:
-        raise ValueError(f"embedded_dataset: vocab_size must exceed {NUM_LLAMA3_SPECIAL_TOKENS + 256} (256 byte "
-                         f"tokens + {NUM_LLAMA3_SPECIAL_TOKENS} special tokens), got {vocab_size}")
     root = Path(cache_dir) / (f"stdlib-py{sys.version_info.major}.{sys.version_info.minor}-v{vocab_size}-"
                               f"{corpus_bytes // 1000}k")
     root.mkdir(parents=True, exist_ok=True)
@@ -50,12 +39,10 @@ def embedded_dataset(cache_dir: Path, vocab_size: int = 4096, corpus_bytes: int 
     if not tokenizer_path.exists():
         if progress:
             print(f"ember-llama: training a {vocab_size}-token BPE tokenizer on {corpus}", file=sys.stderr)
-        ranks = train_bpe(_texts(corpus), vocab_size - NUM_LLAMA3_SPECIAL_TOKENS)
-        TiktokenTokenizer.from_ranks(ranks).save(tokenizer_path)  # + the Llama 3 special tokens
+        train_llama3_tokenizer(iter_documents([corpus]), vocab_size).save(tokenizer_path)
     prefix = root / "stdlib"
-    train_prefix, valid_prefix = Path(f"{prefix}_train_text_document"), Path(f"{prefix}_validation_text_document")
+    train_prefix, valid_prefix = split_prefixes(prefix)
     if not (Path(f"{train_prefix}.idx").exists() and Path(f"{valid_prefix}.idx").exists()):
         tokenizer = TiktokenTokenizer(tokenizer_path)  # the Llama 3 special tokens follow the ranks
-        result = preprocess([corpus], prefix, tokenizer, validation_fraction=VALIDATION_FRACTION, progress=progress)
-        train_prefix, valid_prefix = Path(result.train_prefix), Path(result.validation_prefix)  # type: ignore[arg-type]
+        preprocess([corpus], prefix, tokenizer, validation_fraction=VALIDATION_FRACTION, progress=progress)
     return EmbeddedData(tokenizer_path, train_prefix, valid_prefix)

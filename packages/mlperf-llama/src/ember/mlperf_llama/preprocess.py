@@ -158,6 +158,12 @@ def _validation_rule(validation_fraction: float, validation_documents: int | Non
     return None, None
 
 
+def split_prefixes(output_prefix: str | os.PathLike[str]) -> tuple[Path, Path]:
+    """The (train, validation) dataset prefixes `preprocess` writes for `output_prefix` (NeMo's naming)."""
+    base = os.fspath(output_prefix)
+    return Path(base + "_train_text_document"), Path(base + "_validation_text_document")
+
+
 def preprocess(
     inputs: Sequence[str | Path],
     output_prefix: str | Path,
@@ -187,9 +193,8 @@ def preprocess(
     every, first = _validation_rule(validation_fraction, validation_documents)
     documents = iter_documents(inputs, text_key)
     dtype = best_token_dtype(vocab_size)
-    base = os.fspath(output_prefix)
-    train_prefix = Path(base + "_train_text_document")
-    validation_prefix = Path(base + "_validation_text_document") if every or first else None
+    train_prefix, validation_prefix = split_prefixes(output_prefix)
+    validation_prefix = validation_prefix if every or first else None
     train_prefix.parent.mkdir(parents=True, exist_ok=True)
 
     skipped = 0

@@ -471,6 +471,15 @@ class TiktokenTokenizer:
         return f"TiktokenTokenizer(base={len(self._ranks)}, specials={len(self._specials)})"
 
 
+def train_llama3_tokenizer(texts: Iterable[str], vocab_size: int) -> TiktokenTokenizer:
+    """A Llama 3 style tokenizer of `vocab_size` ids in all: BPE ranks trained on `texts` by `train_bpe`, then the
+    256 Llama 3.1 special tokens."""
+    if vocab_size <= NUM_LLAMA3_SPECIAL_TOKENS + 256:
+        raise ValueError(f"train_llama3_tokenizer: vocab_size must exceed {NUM_LLAMA3_SPECIAL_TOKENS + 256} (256 byte "
+                         f"tokens + {NUM_LLAMA3_SPECIAL_TOKENS} special tokens), got {vocab_size}")
+    return TiktokenTokenizer.from_ranks(train_bpe(texts, vocab_size - NUM_LLAMA3_SPECIAL_TOKENS))
+
+
 def train_bpe(texts: Iterable[str], vocab_size: int, pattern: str = LLAMA3_PATTERN) -> dict[bytes, int]:
     """Learn a tiktoken-format ranks table of ``vocab_size`` tokens (special tokens not included) from ``texts``.
 

@@ -1384,9 +1384,7 @@ class Tensor:
         if index.ndim != self.ndim or any(i > s for j, (i, s) in enumerate(zip(index.shape, self.shape)) if j != d):
             raise ValueError(f"gather: index shape {index.shape} does not fit self shape {self.shape} outside dim {d}")
         size = self.shape[d]
-        if index.numel() and ((lo := int((v := index.numpy()).min())) < 0 or int(v.max()) >= size):
-            raise IndexError(f"gather: index {lo if lo < 0 else int(v.max())} is out of range for dim {d} of size "
-                             f"{size}")
+        _check_index_bounds(index, size, d, low=0, what="gather: ")
         x = self.shrink([(0, s) if j == d else (0, i) for j, (i, s) in enumerate(zip(index.shape, self.shape))])
         # x with dim d moved last, then broadcast over the index positions along d
         x = x.permute([j for j in range(self.ndim) if j != d] + [d]).unsqueeze(d).expand(index.shape + (size,))
@@ -1526,15 +1524,16 @@ def _unrealize(u: UOp, keep: set[UOp]) -> UOp:
     return u
 
 
-def _check_index_bounds(index: Tensor, size: int, dim: int) -> None:
-    """IndexError for an int index tensor with a value outside [-size, size) (it reads the index values: a sync)."""
+def _check_index_bounds(index: Tensor, size: int, dim: int, low: int | None = None, what: str = "") -> None:
+    """IndexError for an int index tensor with a value outside [low, size), low = -size by default (numpy's negative
+    indices; gather takes none). It reads the index values: a sync."""
     if not dtypes.is_int(index.dtype) or index.numel() == 0:
         return
     values = index.numpy()
     lo, hi = int(values.min()), int(values.max())
-    if lo < -size or hi >= size:
+    if lo < (-size if low is None else low) or hi >= size:
         bad = hi if hi >= size else lo
-        raise IndexError(f"index {bad} is out of range for dim {dim} of size {size}")
+        raise IndexError(f"{what}index {bad} is out of range for dim {dim} of size {size}")
 
 
 def _distinct_storage(todo: list[Tensor]) -> list[Tensor]:
