@@ -1,4 +1,5 @@
-"""Kernel benchmarks on the CPU device, each with its numpy reference measured in the same run (medians).
+"""Kernel benchmarks on the CPU device, each with its numpy and PyTorch (all cores) references measured in the same
+run (medians). Bytes count each input read and each output written once.
 
 Run: python tools/bench/bench_kernels.py [--reps N]
 """
@@ -59,40 +60,72 @@ def first_run_seconds(cache_dir: str) -> float:
     return float(out.stdout.strip().splitlines()[-1])
 
 
+def torch_time(fn, reps: int) -> float | None:
+    try:
+        import torch
+    except ImportError:
+        return None
+    torch.set_num_threads(os.cpu_count() or 1)
+    with torch.no_grad():
+        return median_time(fn, reps)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--no-first-run", action="store_true", help="skip the fresh-process compile timing")
     args = ap.parse_args()
     from ember.tensor import Tensor
 
+    try:
+        import torch
+    except ImportError:
+        torch = None
     rng = np.random.default_rng(0)
-    rows = []
+    rows = []  # (name, unit, amount of work, ember s, numpy s, torch s)
     n = 16 * 1024 * 1024
     a, b, c = (rng.standard_normal(n, dtype=np.float32) for _ in range(3))
     ta, tb, tc = Tensor(a), Tensor(b), Tensor(c)
     out = np.empty_like(a)
-    t_np = median_time(lambda: np.add(np.multiply(a, b, out=out), c, out=out), args.reps)
-    t_em = ember_kernel_time(lambda: ta * tb + tc, args.reps)
-    gb = 4 * n * 4 / 1e9
-    rows.append(("a*b+c 16M fp32", "GB/s", gb / t_em, gb / t_np))
-    t_np = median_time(lambda: a.sum(), args.reps)
-    t_em = ember_kernel_time(lambda: ta.sum(), args.reps)
-    gb = 4 * n / 1e9
-    rows.append(("sum 16M fp32", "GB/s", gb / t_em, gb / t_np))
-    m = 1024
-    x, w = rng.standard_normal((m, m), dtype=np.float32), rng.standard_normal((m, m), dtype=np.float32)
+    pa, pb, pc = (torch.from_numpy(x) for x in (a, b, c)) if torch else (None, None, None)
+    rows.append(("a*b+c 16M fp32", "GB/s", 4 * n * 4 / 1e9, ember_kernel_time(lambda: ta * tb + tc, args.reps),
+                 median_time(lambda: np.add(np.multiply(a, b, out=out), c, out=out), args.reps),
+                 torch_time(lambda: torch.addcmul(pc, pa, pb), args.reps) if torch else None))
+    rows.append(("sum 16M fp32", "GB/s", 4 * n / 1e9, ember_kernel_time(lambda: ta.sum(), args.reps),
+                 median_time(lambda: a.sum(), args.reps), torch_time(lambda: pa.sum(), args.reps) if torch else None))
+    for m in (1024, 2048):
+        x, w = rng.standard_normal((m, m), dtype=np.float32), rng.standard_normal((m, m), dtype=np.float32)
+        tx, tw = Tensor(x), Tensor(w)
+        px, pw = (torch.from_numpy(x), torch.from_numpy(w)) if torch else (None, None)
+        rows.append((f"matmul {m}^3 fp32", "GFLOP/s", 2 * m**3 / 1e9,
+                     ember_kernel_time(lambda: tx @ tw, max(1, args.reps // 2)), median_time(lambda: x @ w, args.reps),
+                     torch_time(lambda: px @ pw, args.reps) if torch else None))
+    x, w = (rng.standard_normal((8, 256, 256), dtype=np.float32) for _ in range(2))
     tx, tw = Tensor(x), Tensor(w)
-    t_np = median_time(lambda: x @ w, args.reps)
-    t_em = ember_kernel_time(lambda: tx @ tw, max(1, args.reps // 2))
-    gf = 2 * m**3 / 1e9
-    rows.append(("matmul 1024^3 fp32", "GFLOP/s", gf / t_em, gf / t_np))
-    with tempfile.TemporaryDirectory() as cache:
-        cold = statistics.median(first_run_seconds(cache) for _ in range(1))
-        warm = statistics.median(first_run_seconds(cache) for _ in range(3))
-    print(f"{'benchmark':24s} {'unit':8s} {'ember':>10s} {'numpy':>10s} {'ratio':>7s}")
-    for name, unit, ours, ref in rows:
-        print(f"{name:24s} {unit:8s} {ours:10.2f} {ref:10.2f} {ours / ref:7.2f}")
-    print(f"50-op graph, fresh process: first run {cold:.2f} s (empty compile cache), {warm:.2f} s (cache warm)")
+    px, pw = (torch.from_numpy(x), torch.from_numpy(w)) if torch else (None, None)
+    rows.append(("bmm 8x256^3 fp32", "GFLOP/s", 2 * 8 * 256**3 / 1e9, ember_kernel_time(lambda: tx @ tw, args.reps),
+                 median_time(lambda: x @ w, args.reps), torch_time(lambda: px @ pw, args.reps) if torch else None))
+    s = rng.standard_normal((4096, 4096), dtype=np.float32)
+    ts = Tensor(s)
+    ps = torch.from_numpy(s) if torch else None
+
+    def np_softmax():
+        e = np.exp(s - s.max(-1, keepdims=True))
+        return e / e.sum(-1, keepdims=True)
+
+    rows.append(("softmax 4096x4096 fp32", "GB/s", 2 * 4 * 4096 * 4096 / 1e9,
+                 ember_kernel_time(lambda: ts.softmax(-1), args.reps), median_time(np_softmax, args.reps),
+                 torch_time(lambda: ps.softmax(-1), args.reps) if torch else None))
+    print(f"{'benchmark':24s} {'unit':8s} {'ember':>9s} {'numpy':>9s} {'torch':>9s} {'/numpy':>7s} {'/torch':>7s}")
+    for name, unit, work, t_em, t_np, t_pt in rows:
+        pt = f"{work / t_pt:9.2f}" if t_pt else f"{'-':>9s}"
+        rpt = f"{t_pt / t_em:7.2f}" if t_pt else f"{'-':>7s}"
+        print(f"{name:24s} {unit:8s} {work / t_em:9.2f} {work / t_np:9.2f} {pt} {t_np / t_em:7.2f} {rpt}")
+    if not args.no_first_run:
+        with tempfile.TemporaryDirectory() as cache:
+            cold = statistics.median(first_run_seconds(cache) for _ in range(1))
+            warm = statistics.median(first_run_seconds(cache) for _ in range(3))
+        print(f"50-op graph, fresh process: first run {cold:.2f} s (empty compile cache), {warm:.2f} s (cache warm)")
 
 
 if __name__ == "__main__":

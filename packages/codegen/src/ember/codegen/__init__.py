@@ -1,4 +1,4 @@
-"""ember.codegen: a kernel AST becomes a program: opts (heuristic or given), lower, linearize, render."""
+"""ember.codegen: a kernel AST becomes a program: opts (heuristic, BEAM search or given), lower, linearize, render."""
 
 __version__ = "0.1.0"
 
@@ -9,6 +9,7 @@ from ember.codegen.opt import KernelOptError, apply_opts, hand_coded_opts, kerne
 from ember.codegen.pipeline import to_program  # noqa: E402
 from ember.codegen.program import BufferArg, Estimates, Opt, OptOps, ProgramSpec  # noqa: E402
 from ember.codegen.renderer import Renderer  # noqa: E402
+from ember.codegen.search import beam_search  # noqa: E402
 
 __all__ = ["CRenderer", "linearize", "lower", "KernelOptError", "apply_opts", "hand_coded_opts", "kernel_ranges",
-           "BufferArg", "Estimates", "Opt", "OptOps", "ProgramSpec", "Renderer", "to_program"]
+           "BufferArg", "Estimates", "Opt", "OptOps", "ProgramSpec", "Renderer", "beam_search", "to_program"]

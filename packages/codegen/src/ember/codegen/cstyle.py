@@ -67,6 +67,8 @@ class CRenderer(Renderer):
     def ctype(self, dt: DType) -> str:
         if isinstance(dt, PtrDType):
             return self.ctype(dt.base) + "*"
+        if dt.count > 1:  # a GCC vector type, declared by render: `v16_float`
+            return f"v{dt.count}_{self.ctype(dt.scalar()).replace(' ', '_')}"
         if dt not in C_TYPES:
             raise NotImplementedError(f"CRenderer: dtype {dt!r} is not supported by the C renderer yet")
         return C_TYPES[dt]
@@ -149,7 +151,13 @@ class CRenderer(Renderer):
                 names[u] = u.arg[0]
                 params.append(((1, u.arg[0]), f"long long {u.arg[0]}"))  # after the buffers, by name (vars order)
             elif u.op is Ops.CONST:
-                names[u] = render_const(u.arg, u.dtype)
+                c = render_const(u.arg, u.dtype.scalar())
+                names[u] = c if u.dtype.count == 1 else f"{self.ctype(u.dtype)}_bcast({c})"
+            elif u.op is Ops.VECTORIZE:  # one value in every lane is a broadcast
+                names[u] = f"{self.ctype(u.dtype)}_bcast({a[0]})" if all(s is u.src[0] for s in u.src) else \
+                    f"(({self.ctype(u.dtype)}){{{', '.join(a)}}})"
+            elif u.op is Ops.GEP:
+                names[u] = f"{a[0]}[{u.arg}]"
             elif u.op is Ops.RANGE:
                 r = names[u] = f"r{u.arg[0]}"
                 kind = u.arg[1]
@@ -171,9 +179,15 @@ class CRenderer(Renderer):
                     names[u] = a[0]
                     continue
                 idx = u.src[0]
-                val = f"{names[idx]}" if len(idx.src) == 2 else f"({names[idx.src[2]]}?{names[idx]}:0)"
                 names[u] = f"val{counter}"
                 counter += 1
+                if u.dtype.count > 1:  # a vector of consecutive elements, unaligned
+                    load = f"__builtin_memcpy(&{names[u]}, &{names[idx]}, sizeof({names[u]}));"
+                    zero = render_const(0, u.dtype.scalar())
+                    emit(f"{self.ctype(u.dtype)} {names[u]} = {{{zero}}};")
+                    emit(load if len(idx.src) == 2 else f"if ({names[idx.src[2]]}) {load}")
+                    continue
+                val = f"{names[idx]}" if len(idx.src) == 2 else f"({names[idx.src[2]]}?{names[idx]}:0)"
                 emit(f"{self.ctype(u.dtype)} {names[u]} = {val};")
             elif u.op is Ops.STORE:
                 if u.src[0].op is Ops.DEFINE_REG:
@@ -182,7 +196,8 @@ class CRenderer(Renderer):
                     emit(f"{self.ctype(acc.dtype)} {a[0]} = {a[1]};" if init else f"{a[0]} = {a[1]};")
                     continue
                 idx = u.src[0]
-                store = f"{names[idx]} = {a[1]};"
+                store = f"{names[idx]} = {a[1]};" if u.src[1].dtype.count == 1 else \
+                    f"{{ {self.ctype(u.src[1].dtype)} v_ = {a[1]}; __builtin_memcpy(&{names[idx]}, &v_, sizeof(v_)); }}"
                 emit(store if len(idx.src) == 2 else f"if ({names[idx.src[2]]}) {store}")
             elif u.op in _ALU_OPS or u.op in (Ops.CAST, Ops.BITCAST):
                 if u.op is Ops.CAST and u.src[0].dtype == dtypes.bfloat16:
@@ -206,7 +221,12 @@ class CRenderer(Renderer):
             else:
                 raise NotImplementedError(f"CRenderer: cannot render {u.op}")
         signature = ", ".join(p for _, p in sorted(params))
-        return _PRELUDE + f"void {name}({signature}) {{\n" + "\n".join(lines) + "\n}\n"
+        vectors = sorted({u.dtype for u in uops if u.dtype.count > 1 and not isinstance(u.dtype, PtrDType)})
+        typedefs = "".join(f"typedef {self.ctype(dt.scalar())} {self.ctype(dt)} "
+                           f"__attribute__((vector_size({dt.itemsize})));\n"
+                           f"static inline {self.ctype(dt)} {self.ctype(dt)}_bcast({self.ctype(dt.scalar())} x) {{ "
+                           f"return ({self.ctype(dt)}){{{', '.join(['x'] * dt.count)}}}; }}\n" for dt in vectors)
+        return _PRELUDE + typedefs + f"void {name}({signature}) {{\n" + "\n".join(lines) + "\n}\n"
 
 
 _ALU_OPS = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL, Ops.NEG, Ops.TRUNC, Ops.ADD, Ops.MUL,

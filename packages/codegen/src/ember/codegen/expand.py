@@ -1,13 +1,12 @@
 """Expand: UPCAST and UNROLL ranges are unrolled into copies of the code they index.
 
-An UNROLL range of a REDUCE becomes a sum (or max, product) of the value at each of its points; an UPCAST range of a
-store becomes one store per point. The copies are independent, so the C compiler can keep them in registers and
-vectorize them; the reduces they hold share one loop after lowering.
+An UNROLL range of a REDUCE becomes the terms of the reduce (a NOOP of the value at each of its points, folded
+into the accumulator in order by lowering); an UPCAST range of a store becomes one store per point. The copies are
+independent: `vectorize` turns alike ones into vector ops, and the reduces they hold share one loop after lowering.
 """
 
 from __future__ import annotations
 
-import functools
 import itertools
 
 from ember.uops import AxisType, Ops, PatternMatcher, UOp, UPat, dtypes
@@ -26,10 +25,10 @@ def unroll_reduce(red: UOp) -> UOp | None:
     unrolled = [r for r in red.src[1:] if _expandable(r, AxisType.UNROLL)]
     if not unrolled:
         return None
-    copies = [red.src[0].substitute(p) for p in _points(unrolled)]
-    value = functools.reduce(lambda a, b: a.alu(red.arg, b), copies)
-    rest = tuple(r for r in red.src[1:] if r not in unrolled)
-    return UOp(Ops.REDUCE, red.dtype, (value, *rest), red.arg) if rest else value
+    # the copies are the terms of the reduce (a NOOP of them): lowering folds them into the accumulator one by one,
+    # acc+t0+t1+..., the order of the loop they replace (and a chain of multiply-adds)
+    terms = UOp(Ops.NOOP, red.dtype, tuple(red.src[0].substitute(p) for p in _points(unrolled)))
+    return UOp(Ops.REDUCE, red.dtype, (terms, *(r for r in red.src[1:] if r not in unrolled)), red.arg)
 
 
 def upcast_store(e: UOp) -> UOp | None:

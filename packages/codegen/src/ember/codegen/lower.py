@@ -14,6 +14,7 @@ import itertools
 from ember.codegen.expand import pm_expand
 from ember.codegen.linearize import open_range_sets
 from ember.codegen.opt import _KIND_ORDER
+from ember.codegen.vectorize import vectorize
 from ember.uops import DType, GroupOp, Ops, PatternMatcher, UOp, UPat, dtypes, graph_rewrite, symbolic
 
 
@@ -43,18 +44,29 @@ def lower_reduces(reduces: list[UOp], ids: itertools.count) -> dict[UOp, UOp]:
     for red in reduces:
         # a bfloat16 reduce accumulates in float32 (as PyTorch does), rounded once at the end
         acc_dt = dtypes.float32 if red.dtype == dtypes.bfloat16 else red.dtype
-        value = red.src[0].cast(acc_dt)
-        identity = UOp.const(acc_dt, reduce_identity(red.arg, acc_dt))
+        # a vector accumulator (vectorize) starts with the identity in every lane
+        init_val = UOp.const(acc_dt.scalar(), reduce_identity(red.arg, acc_dt.scalar())).arg
+        identity = UOp(Ops.CONST, acc_dt, (), init_val)
         acc = UOp(Ops.DEFINE_REG, acc_dt, (identity,), next(ids))
         outer = tuple(sorted(open_ranges(red.src[0]) - set(rngs), key=range_order))
         init = UOp(Ops.STORE, dtypes.void, (acc, identity, *outer))
-        cur = UOp(Ops.LOAD, acc_dt, (acc, init, *rngs))
-        new = cur | value if red.arg is Ops.ADD and acc_dt == dtypes.bool else cur.alu(red.arg, value)
+        new = fold_terms(red, UOp(Ops.LOAD, acc_dt, (acc, init, *rngs)), acc_dt)
         updates.append(UOp(Ops.STORE, dtypes.void, (acc, new, *rngs)))
         accs.append(acc)
     body = updates[0] if len(updates) == 1 else UOp(Ops.NOOP, dtypes.void, tuple(updates))
     end = UOp(Ops.END, dtypes.void, (body, *rngs))
     return {red: UOp(Ops.LOAD, acc.dtype, (acc, end)).cast(red.dtype) for red, acc in zip(reduces, accs)}
+
+
+def fold_terms(red: UOp, start: UOp | None, dtype: DType) -> UOp:
+    """start <op> t0 <op> t1 ... over the terms of a reduce (the NOOP an unroll made, or its one value), in order."""
+    terms = red.src[0].src if red.src[0].op is Ops.NOOP else (red.src[0],)
+    ret = start
+    for t in terms:
+        t = t.cast(dtype)
+        ret = t if ret is None else (ret | t if red.arg is Ops.ADD and dtype == dtypes.bool else ret.alu(red.arg, t))
+    assert ret is not None, "fold_terms: a reduce without terms"
+    return ret
 
 
 def sort_end_ranges(e: UOp) -> UOp | None:
@@ -82,18 +94,23 @@ pm_sort_ends = PatternMatcher([
 ])
 
 
-def lower(ast: UOp) -> UOp:
-    """The kernel with UPCAST/UNROLL ranges expanded, every REDUCE turned into accumulator loads and stores, and
-    bfloat16 math done in float32.
+def lower(ast: UOp, vector_bytes: int = 0) -> UOp:
+    """The kernel with UPCAST/UNROLL ranges expanded (and vectorized in vectors of `vector_bytes`), every REDUCE
+    turned into accumulator loads and stores, and bfloat16 math done in float32.
     Innermost reduces go first; reduces over the same ranges (the copies an upcast made) share one loop."""
     ast = graph_rewrite(ast, pm_expand + pm_sort_ends + symbolic, name="expand")
+    ast = vectorize(ast, vector_bytes)
     ids = itertools.count()
     while reduces := [u for u in ast.toposort() if u.op is Ops.REDUCE]:
         inner = [r for r in reduces if not any(x.op is Ops.REDUCE for x in r.src[0].toposort())]
         groups: dict[tuple[UOp, ...], list[UOp]] = {}
-        for r in inner:
-            groups.setdefault(tuple(sorted(r.src[1:], key=range_order)), []).append(r)
         mapping: dict[UOp, UOp] = {}
+        for r in inner:
+            if len(r.src) == 1:  # every range unrolled: the terms folded, no loop
+                acc_dt = dtypes.float32 if r.dtype == dtypes.bfloat16 else r.dtype
+                mapping[r] = fold_terms(r, None, acc_dt).cast(r.dtype)
+            else:
+                groups.setdefault(tuple(sorted(r.src[1:], key=range_order)), []).append(r)
         for group in groups.values():
             mapping.update(lower_reduces(group, ids))
         ast = ast.substitute(mapping)

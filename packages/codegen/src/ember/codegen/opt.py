@@ -45,6 +45,26 @@ def split_range(ast: UOp, r: UOp, outer: UOp, inner: UOp, amount: int) -> UOp:
     return new[ast]
 
 
+def partial_reduce(ast: UOp, r: UOp, amount: int, lane_id: int) -> UOp:
+    """Each REDUCE over r becomes REDUCE(REDUCE(x, ..., outer), lane): lane i sums the elements i, i+amount, ... in its
+    own accumulator (the lanes, an UNROLL range, are expanded into the terms of the outer reduce: one vector)."""
+    size = r.src[0].arg
+    outer = UOp.range(size // amount, r.arg[0], AxisType.REDUCE)
+    lane = UOp.range(amount, lane_id, AxisType.UNROLL)
+    value = outer * amount + lane
+    new: dict[UOp, UOp] = {}
+    for u in ast.toposort():
+        if u is r:
+            new[u] = value
+        elif u.op is Ops.REDUCE and r in u.src[1:]:
+            rngs = tuple(outer if s is r else new[s] for s in u.src[1:])
+            new[u] = UOp(Ops.REDUCE, u.dtype, (UOp(Ops.REDUCE, u.dtype, (new[u.src[0]], *rngs), u.arg), lane), u.arg)
+        else:
+            src = tuple(new[s] for s in u.src)
+            new[u] = u if src == u.src else u.replace(src=src)
+    return new[ast]
+
+
 def apply_opt(ast: UOp, opt: Opt) -> UOp:
     """The kernel with one Opt applied (KernelOptError if it does not apply)."""
     rngs = kernel_ranges(ast)
@@ -57,6 +77,10 @@ def apply_opt(ast: UOp, opt: Opt) -> UOp:
             raise KernelOptError(f"{opt}: THREAD needs a GLOBAL axis and amount >= 1, axis {opt.axis} is {kind}")
         # the whole range is shared out across `amount` threads (the renderer splits it, remainders included)
         return ast.substitute({r: UOp.range(r.src[0], r.arg[0], AxisType.THREAD)})
+    if opt.op is OptOps.PARTIAL:
+        if kind is not AxisType.REDUCE or size is None or opt.amount < 2 or size % opt.amount:
+            raise KernelOptError(f"{opt}: PARTIAL needs a REDUCE axis whose size {size} the amount divides")
+        return partial_reduce(ast, r, opt.amount, max(x.arg[0] for x in rngs) + 1)
     if opt.op not in (OptOps.UPCAST, OptOps.UNROLL):
         raise KernelOptError(f"{opt}: {opt.op.name} is not supported on this target")
     want = (AxisType.GLOBAL, AxisType.LOOP) if opt.op is OptOps.UPCAST else (AxisType.REDUCE,)
@@ -78,18 +102,42 @@ def apply_opts(ast: UOp, opts: list[Opt]) -> UOp:
     return ast
 
 
-def _output_strides(ast: UOp) -> dict[UOp, int]:
-    """For each range, its coefficient in the first store's flat index (0 where the store does not vary with it)."""
-    store = next((u for u in ast.toposort() if u.op is Ops.STORE), None)
-    if store is None or len(store.src[0].src) < 2:
-        return {}
-    terms, _ = linear_terms(store.src[0].src[1].simplify())
-    return {b: m for b, m in terms if b.op is Ops.RANGE}
+def access_strides(idx: UOp) -> dict[UOp, int | None]:
+    """The RANGEs an index depends on: each one's coefficient where the index is affine in it, else None."""
+    terms, _ = linear_terms(idx.simplify())
+    ret: dict[UOp, int | None] = {}
+    for base, m in terms:
+        if base.op is Ops.RANGE:
+            ret[base] = (ret.get(base) or 0) + m if ret.get(base, 0) is not None else None
+        else:
+            for r in base.toposort():
+                if r.op is Ops.RANGE:
+                    ret[r] = None
+    return ret
+
+
+def _accesses(ast: UOp) -> tuple[list[dict[UOp, int | None]], list[dict[UOp, int | None]]]:
+    """The strides of each buffer load and each buffer store of a kernel."""
+    loads, stores = [], []
+    for u in ast.toposort():
+        if u.op in (Ops.LOAD, Ops.STORE) and u.src[0].op is Ops.INDEX and u.src[0].src[0].op is Ops.PARAM:
+            (loads if u.op is Ops.LOAD else stores).append(access_strides(u.src[0].src[1]))
+    return loads, stores
+
+
+def _divisor(size: int | None, amounts: tuple[int, ...]) -> int | None:
+    return next((a for a in amounts if a >= 2 and size is not None and size % a == 0 and size >= a), None)
 
 
 def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
-    """A simple default: upcast the innermost contiguous output axis, unroll a small innermost reduce axis, and share
-    the outermost output axis out across threads when the kernel is big enough to pay for waking them."""
+    """Opts without search, for a CPU with vectors of `renderer.max_vector` floats:
+    - matmul-like (an output axis contiguous in the store and in a load that another output axis does not move):
+      a register tile, UPCAST of that axis by two vectors and of the other axis by 8, one vector FMA per pair;
+    - reduces over a contiguous axis (x @ W.T, row sums): PARTIAL sums one vector wide, and UPCAST of up to two
+      output axes by 4 so that several vector accumulators (and shared loads) run at once;
+    - otherwise: UPCAST the contiguous output axis by a vector, UNROLL a small innermost reduce.
+    Then THREAD shares the outermost output axis across the cores when the kernel is big enough to pay for it.
+    Amounts always divide the axis sizes (no remainder code); a size they cannot divide gets a smaller tile or none."""
     opts: list[Opt] = []
 
     def add(opt: Opt) -> None:
@@ -97,26 +145,57 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
         ast = apply_opt(ast, opt)
         opts.append(opt)
 
+    def axis(r: UOp) -> int:
+        return kernel_ranges(ast).index(r)
+
     rngs = kernel_ranges(ast)
     work = 1
     for r in rngs:
         work *= range_size(r) or 1
-    # upcast the output axis that is contiguous in the store (stride 1)
-    strides = _output_strides(ast)
-    for i, r in reversed(list(enumerate(rngs))):
-        if r.arg[1] is AxisType.GLOBAL and strides.get(r) == 1 and (size := range_size(r)) is not None:
-            if (amt := next((a for a in (8, 4, 2) if size % a == 0 and size > a), None)) is not None:
-                add(Opt(OptOps.UPCAST, i, amt))
+    vec = max(renderer.max_vector, 1)
+    loads, stores = _accesses(ast)
+    outputs = [r for r in rngs if r.arg[1] is AxisType.GLOBAL and range_size(r) is not None]
+    reduces = [r for r in rngs if r.arg[1] is AxisType.REDUCE and range_size(r) is not None]
+    store = stores[0] if len(stores) == 1 else {}
+    contiguous_out = next((r for r in reversed(outputs) if store.get(r) == 1), None)
+    tiled = False
+    if reduces and contiguous_out is not None and vec > 1:
+        # matmul-like: a load contiguous along the output's contiguous axis, not moved by another output axis
+        # (a load inside the reduce, the one with an output axis to reuse it across first)
+        inside = [ld for ld in loads if any(r in ld for r in reduces) and ld.get(contiguous_out) == 1]
+        for ld in sorted(inside, key=lambda ld: all(r in ld for r in outputs)):
+            others = [r for r in outputs if r is not contiguous_out and r not in ld]
+            if (j_amt := _divisor(range_size(contiguous_out), (2 * vec, vec))) is None:
+                continue
+            other = others[-1] if others else None
+            i_amt = _divisor(range_size(other), (8, 4, 2)) if other is not None else None
+            add(Opt(OptOps.UPCAST, axis(contiguous_out), j_amt))
+            if other is not None and i_amt is not None:
+                add(Opt(OptOps.UPCAST, axis(other), i_amt))
+            tiled = True
             break
-    # unroll the innermost reduce axis: fully when small, else by 4 or 2
+    if not tiled and reduces and vec > 1:
+        k = reduces[-1]
+        if all(ld.get(k, 0) in (0, 1) for ld in loads) and any(ld.get(k) == 1 for ld in loads) and \
+                (range_size(k) or 0) >= 2 * vec and (range_size(k) or 0) % vec == 0:
+            # a reduce along contiguous memory: one vector of partial sums; up to two output axes by 4 for more of them
+            add(Opt(OptOps.PARTIAL, axis(k), vec))
+            for r in list(reversed(outputs))[:2]:
+                if (amt := _divisor(range_size(r), (4, 2))) is not None:
+                    add(Opt(OptOps.UPCAST, axis(r), amt))
+            tiled = True
+    if not tiled:
+        if contiguous_out is not None and (amt := _divisor(range_size(contiguous_out), (vec, 8, 4, 2))) is not None:
+            add(Opt(OptOps.UPCAST, axis(contiguous_out), amt))
+        # unroll the innermost reduce axis: fully when small, else by 4 or 2
+        rngs = kernel_ranges(ast)
+        red = [i for i, r in enumerate(rngs) if r.arg[1] is AxisType.REDUCE]
+        if red and (size := range_size(rngs[red[-1]])) is not None and size >= 2:
+            if (amt := size if size <= 8 else next((a for a in (4, 2) if size % a == 0), None)) is not None:
+                add(Opt(OptOps.UNROLL, red[-1], amt))
     rngs = kernel_ranges(ast)
-    reduces = [i for i, r in enumerate(rngs) if r.arg[1] is AxisType.REDUCE]
-    if reduces and (size := range_size(rngs[reduces[-1]])) is not None and size >= 2:
-        if (amt := size if size <= 8 else next((a for a in (4, 2) if size % a == 0), None)) is not None:
-            add(Opt(OptOps.UNROLL, reduces[-1], amt))
-    rngs = kernel_ranges(ast)
-    outputs = [i for i, r in enumerate(rngs) if r.arg[1] is AxisType.GLOBAL]
-    if renderer.has_threads and renderer.max_threads > 1 and outputs and work >= 32768 and \
-            (range_size(rngs[outputs[0]]) or 0) >= 2:
-        add(Opt(OptOps.THREAD, outputs[0], renderer.max_threads))
+    outs = [i for i, r in enumerate(rngs) if r.arg[1] is AxisType.GLOBAL]
+    if renderer.has_threads and renderer.max_threads > 1 and outs and work >= 32768 and \
+            (range_size(rngs[outs[0]]) or 0) >= 2:
+        add(Opt(OptOps.THREAD, outs[0], renderer.max_threads))
     return opts

@@ -35,7 +35,7 @@ def estimate(uops: tuple[UOp, ...]) -> Estimates:
         elif u.op is Ops.STORE and u.src[0].op is Ops.INDEX:
             written += mult * u.src[1].dtype.itemsize
         elif u.op in _FLOP_OPS and not _is_index_math(u):
-            flops += mult
+            flops += mult * u.dtype.count  # a vector op does one per lane
     return Estimates(flops, read, written)
 
 
@@ -61,7 +61,7 @@ def to_program(ast: UOp, renderer: Renderer, opts: list[Opt] | None = None) -> P
         opts = [] if os.environ.get("NOOPT") else hand_coded_opts(ast, renderer)
     opt_ast = graph_rewrite(apply_opts(ast, opts), symbolic, name="postopt symbolic")
     name = kernel_name(opt_ast)
-    uops = linearize(lower(opt_ast))
+    uops = linearize(lower(opt_ast, renderer.max_vector * 4 if renderer.max_vector > 1 else 0))
     src = renderer.render(name, uops)
     if int(os.environ.get("DEBUG", "0")) >= 4:
         print(src)

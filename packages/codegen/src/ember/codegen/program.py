@@ -25,6 +25,7 @@ from ember.uops import DType, UOp
 class OptOps(Enum):
     UPCAST = auto()  # split an output axis; the inner part is unrolled (and vectorized by the C compiler)
     UNROLL = auto()  # split a reduce axis; the inner part is unrolled
+    PARTIAL = auto()  # split a reduce axis into `amount` interleaved partial sums, added up after the loop
     LOCAL = auto()  # GPU local (workgroup) dimension
     GROUP = auto()  # split a reduce across local threads
     THREAD = auto()  # split the outermost output axis across CPU threads

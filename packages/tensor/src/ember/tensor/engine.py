@@ -5,12 +5,13 @@ from __future__ import annotations
 import os
 import time
 import weakref
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
-from ember.codegen import ProgramSpec, to_program
-from ember.runtime import Buffer, Device
+from ember.codegen import ProgramSpec, beam_search, to_program
+from ember.runtime import Buffer, CompileError, Device
 from ember.schedule import ExecItem, Schedule, schedule
 from ember.uops import Ops, UOp, to_numpy_dtype
 
@@ -34,10 +35,10 @@ def buffer_for(u: UOp) -> Buffer:
 class CompiledKernel:
     """A ProgramSpec compiled for one device, callable on Buffers."""
 
-    def __init__(self, device: str, spec: ProgramSpec):
+    def __init__(self, device: str, spec: ProgramSpec, lib: bytes | None = None):
         self.device, self.spec = device, spec
         dev = Device[device]
-        self.program = dev.runtime(spec.name, dev.compiler.compile_cached(spec.src))
+        self.program = dev.runtime(spec.name, lib if lib is not None else dev.compiler.compile_cached(spec.src))
 
     def __call__(self, bufs: list[Buffer], var_vals: dict[UOp, int] | None = None, wait: bool = False) -> float | None:
         vals = tuple((var_vals or {})[v] for v in self.spec.vars)
@@ -48,12 +49,68 @@ class CompiledKernel:
 _kernel_cache: dict[tuple[UOp, str], CompiledKernel] = {}
 
 
+def beam_width() -> int:
+    """`BEAM=n`: kernels get their opts from a search of width n, timed on the device (0: the heuristic)."""
+    try:
+        width = int(os.environ.get("BEAM", "0") or 0)
+    except ValueError:
+        raise ValueError(f"BEAM must be an integer width, got {os.environ['BEAM']!r}") from None
+    if width < 0:
+        raise ValueError(f"BEAM must be >= 0, got {width}")
+    return width
+
+
+def time_program(device: str, spec: ProgramSpec, runs: int = 3) -> float:
+    """Seconds of one launch of `spec` on scratch buffers (zeroed, so gathers index in bounds): the fastest of
+    `runs`; inf if the program does not compile or uses variables."""
+    dev = Device[device]
+    if spec.vars:
+        return float("inf")
+    try:
+        prg = dev.runtime(spec.name, dev.compiler.compile_cached(spec.src))
+    except CompileError:
+        return float("inf")
+    bufs = [Buffer(device, b.size, b.dtype).allocate() for b in spec.bufs]
+    for b in bufs:
+        b.copyin(bytes(b.nbytes))
+    return min(prg(*bufs, global_size=spec.global_size, local_size=spec.local_size, vals=(), wait=True) or 0.0
+               for _ in range(runs))
+
+
+def codegen(ast: UOp, device: str) -> ProgramSpec:
+    """The program of a kernel: opts from the heuristic, or from a BEAM search (cached on disk) when BEAM is set."""
+    renderer = Device[device].renderer
+    opts = None
+    if (width := beam_width()) > 0 and not any(u.op is Ops.DEFINE_VAR for u in ast.toposort()):
+        dev = Device[device]
+        opts = beam_search(ast, renderer, lambda spec: time_program(device, spec), width,
+                           device_key=f"{device} {dev.compiler.cachekey}")
+    return to_program(ast, renderer, opts)
+
+
 def get_kernel(ast: UOp, device: str) -> CompiledKernel:
     """Codegen + compile, once per (AST, device): identical kernels over different buffers share one program."""
     key = (ast, device)
     if (k := _kernel_cache.get(key)) is None:
-        k = _kernel_cache[key] = CompiledKernel(device, to_program(ast, Device[device].renderer))
+        k = _kernel_cache[key] = CompiledKernel(device, codegen(ast, device))
     return k
+
+
+def prepare_kernels(sched: Schedule) -> None:
+    """Codegen every kernel of a schedule that is not compiled yet, then compile them all at once, one C compiler
+    process per core (the compiles release the GIL; identical sources compile once)."""
+    todo: dict[tuple[UOp, str], ProgramSpec] = {}
+    for item in sched.items:
+        if item.ast.op is not Ops.COPY and (key := (item.ast, item.bufs[0].src[1].arg)) not in _kernel_cache \
+                and key not in todo:
+            todo[key] = codegen(item.ast, key[1])
+    if len(todo) < 2:
+        return
+    srcs = {(dev, spec.src) for (_, dev), spec in todo.items()}
+    with ThreadPoolExecutor(max_workers=min(len(srcs), os.cpu_count() or 1)) as pool:
+        libs = dict(zip(srcs, pool.map(lambda ds: Device[ds[0]].compiler.compile_cached(ds[1]), srcs)))
+    for (ast, dev), spec in todo.items():
+        _kernel_cache[(ast, dev)] = CompiledKernel(dev, spec, libs[(dev, spec.src)])
 
 
 def run_copy(item: ExecItem, bufs: list[Buffer] | None = None) -> None:
@@ -69,6 +126,7 @@ capturing: list[tuple[CompiledKernel | None, ExecItem, list[Buffer]]] | None = N
 
 def run_schedule(sched: Schedule, var_vals: dict[UOp, int] | None = None) -> None:
     """Run every ExecItem in order (DEBUG>=2 prints each kernel with its time)."""
+    prepare_kernels(sched)
     for i, item in enumerate(sched.items):
         if item.ast.op is Ops.COPY:
             if capturing is not None:

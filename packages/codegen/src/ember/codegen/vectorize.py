@@ -1,0 +1,166 @@
+"""Vectorize: the copies an UPCAST or PARTIAL expanded become vector UOps where their lanes are alike.
+
+After expansion a kernel holds groups of scalar copies that differ only in the point of the expanded axis. Two kinds
+of groups start a vector (the seeds):
+- the terms of an unrolled reduce that are reduces themselves (a PARTIAL split: lane i accumulates elements i, i+n,
+  ...): one vector reduce, its lanes summed once after the loop (GEP);
+- stores to consecutive addresses of one buffer (an UPCAST of the output's contiguous axis): one vector store.
+From a seed, `_SLP.vec` builds the vector of a tuple of lanes bottom-up: lanes that are one UOp become a broadcast,
+loads of consecutive addresses a vector load, alike ALU ops and reduces the op on vectors of their sources; anything
+else is built lane by lane (VECTORIZE of the scalars). A seed is only replaced when its vector is more than such a
+build, so a kernel whose lanes are unalike keeps its scalar code.
+
+The vector UOps: a value of dtype `dt.vec(n)`; `VECTORIZE(*lanes)`; `GEP(v, arg=i)` lane i; `LOAD(INDEX(buf, i0))` of
+a vector dtype reads n elements from i0 on (unaligned); `STORE(INDEX(buf, i0), v)` writes them; a vector REDUCE keeps
+a vector accumulator.
+"""
+
+from __future__ import annotations
+
+from ember.uops import DType, Ops, UOp, dtypes, linear_terms
+
+# ops the C renderer computes on vectors (GCC vector extensions: + * / and negation are lane-wise)
+VECTOR_ALU = frozenset({Ops.ADD, Ops.MUL, Ops.FDIV, Ops.NEG})
+VECTOR_DTYPES = (dtypes.float32, dtypes.float64)
+
+
+def _index_key(idx: UOp) -> tuple[frozenset[tuple[UOp, int]], int]:
+    """An index as (its non-constant terms, its constant): lanes with equal terms differ by their constants."""
+    terms, const = linear_terms(idx)
+    coeffs: dict[UOp, int] = {}
+    for base, m in terms:
+        coeffs[base] = coeffs.get(base, 0) + m
+    return frozenset((b, m) for b, m in coeffs.items() if m), const
+
+
+def _consecutive(idxs: list[UOp]) -> bool:
+    keys = [_index_key(i) for i in idxs]
+    return all(k[0] == keys[0][0] and k[1] == keys[0][1] + n for n, k in enumerate(keys))
+
+
+def _alike(lanes: tuple[UOp, ...]) -> bool:
+    v0 = lanes[0]
+    return all(x.op is v0.op and x.dtype == v0.dtype and x.arg == v0.arg and len(x.src) == len(v0.src)
+               for x in lanes)
+
+
+def build(lanes: tuple[UOp, ...]) -> UOp:
+    """A vector made of scalars, lane by lane."""
+    return UOp(Ops.VECTORIZE, lanes[0].dtype.vec(len(lanes)), lanes)
+
+
+class _SLP:
+    def __init__(self) -> None:
+        self.memo: dict[tuple[UOp, ...], UOp] = {}
+
+    def vec(self, lanes: tuple[UOp, ...]) -> UOp:
+        if (ret := self.memo.get(lanes)) is None:
+            ret = self.memo[lanes] = self._vec(lanes)
+        return ret
+
+    def _vec(self, lanes: tuple[UOp, ...]) -> UOp:
+        v0, n = lanes[0], len(lanes)
+        if all(x is v0 for x in lanes) or v0.dtype not in VECTOR_DTYPES or not _alike(lanes):
+            return build(lanes)
+        vdt = v0.dtype.vec(n)
+        if v0.op is Ops.LOAD and v0.src[0].op is Ops.INDEX:
+            idx = [x.src[0] for x in lanes]
+            same_buf_mask = all(i.src[0] is idx[0].src[0] and i.src[2:] == idx[0].src[2:] for i in idx)
+            if same_buf_mask and _consecutive([i.src[1] for i in idx]):
+                return UOp(Ops.LOAD, vdt, (idx[0],))
+            return build(lanes)
+        if v0.op in VECTOR_ALU:
+            return UOp(v0.op, vdt, tuple(self.vec(col) for col in zip(*(x.src for x in lanes))), v0.arg)
+        if v0.op is Ops.REDUCE and v0.arg is Ops.ADD and all(x.src[1:] == v0.src[1:] for x in lanes):
+            return UOp(Ops.REDUCE, vdt, (self.vec(tuple(x.src[0] for x in lanes)), *v0.src[1:]), v0.arg)
+        if v0.op is Ops.NOOP and v0.src:  # the terms of unrolled reduces, lane by lane
+            return UOp(Ops.NOOP, vdt, tuple(self.vec(col) for col in zip(*(x.src for x in lanes))))
+        return build(lanes)
+
+
+def _chunks(n: int, lanes: int) -> list[tuple[int, int]]:
+    """(start, width) pieces of n items: vectors of `lanes`, then smaller powers of two >= 4, the rest scalar."""
+    out, i = [], 0
+    while i < n:
+        w = lanes
+        while w >= 4 and i + w > n:
+            w //= 2
+        if w < 4:
+            break
+        out.append((i, w))
+        i += w
+    return out
+
+
+def _lanes_of(dt: DType, vector_bytes: int) -> int:
+    return max(vector_bytes // dt.itemsize, 1)
+
+
+def vectorize(ast: UOp, vector_bytes: int) -> UOp:
+    """The kernel with its partial-sum reduces and consecutive stores vectorized (see the module doc)."""
+    if vector_bytes <= 0:
+        return ast
+    slp = _SLP()
+
+    def worth(v: UOp) -> bool:
+        return v.op is not Ops.VECTORIZE
+
+    def horizontal(red: UOp) -> UOp | None:
+        terms = red.src[0].src
+        if red.arg is not Ops.ADD or red.dtype not in VECTOR_DTYPES or not all(t.op is Ops.REDUCE for t in terms):
+            return None
+        new: list[UOp] = []
+        for start, w in _chunks(len(terms), _lanes_of(red.dtype, vector_bytes)):
+            v = slp.vec(terms[start:start + w])
+            if not worth(v):
+                return None
+            new.extend(UOp(Ops.GEP, red.dtype, (v,), i) for i in range(w))
+        new.extend(terms[len(new):])
+        return red.replace(src=(UOp(Ops.NOOP, red.dtype, tuple(new)), *red.src[1:]))
+
+    def stores(group: UOp) -> UOp | None:
+        runs: dict[tuple, list[UOp]] = {}
+        for st in group.src:
+            idx = st.src[0]
+            if st.op is not Ops.STORE or idx.op is not Ops.INDEX or st.src[1].dtype not in VECTOR_DTYPES:
+                return None
+            terms, const = _index_key(idx.src[1])
+            runs.setdefault((idx.src[0], idx.src[2:], terms), []).append(st)
+        out: list[UOp] = []
+        changed = False
+        for sts in runs.values():
+            sts.sort(key=lambda s: _index_key(s.src[0].src[1])[1])
+            i = 0
+            while i < len(sts):
+                # the longest stretch of consecutive addresses from sts[i]
+                j = i + 1
+                while j < len(sts) and _consecutive([s.src[0].src[1] for s in sts[i:j + 1]]):
+                    j += 1
+                stretch = sts[i:j]
+                done = 0
+                for start, w in _chunks(len(stretch), _lanes_of(stretch[0].src[1].dtype, vector_bytes)):
+                    part = stretch[start:start + w]
+                    v = slp.vec(tuple(s.src[1] for s in part))
+                    if worth(v):
+                        out.append(UOp(Ops.STORE, dtypes.void, (part[0].src[0], v)))
+                        changed = True
+                    else:
+                        out.extend(part)
+                    done = start + w
+                out.extend(stretch[done:])
+                i = j
+        return UOp(Ops.NOOP, dtypes.void, tuple(out)) if changed else None
+
+    # seeds bottom-up: the partial-sum reduces first (their vectors run along the reduce axis), then the stores
+    mapping: dict[UOp, UOp] = {}
+    for u in ast.toposort():
+        if u.op is Ops.REDUCE and u.src[0].op is Ops.NOOP and u.src[0].dtype != dtypes.void:
+            if (h := horizontal(u)) is not None:
+                mapping[u] = h
+    ast = ast.substitute(mapping) if mapping else ast
+    mapping = {}
+    for u in ast.toposort():
+        if u.op is Ops.NOOP and u.dtype == dtypes.void and u.src and all(s.op is Ops.STORE for s in u.src):
+            if (s := stores(u)) is not None:
+                mapping[u] = s
+    return ast.substitute(mapping) if mapping else ast

@@ -1,0 +1,167 @@
+"""The CPU opts (register tiles, vectors, partial sums, threads) against numpy, every combination on odd sizes."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+from ember.codegen import CRenderer, KernelOptError, Opt, OptOps, apply_opts, hand_coded_opts, kernel_ranges, to_program
+from ember.uops import AxisType, Ops, UOp, dtypes
+
+
+def param(slot, n, dt=dtypes.float32):
+    return UOp(Ops.PARAM, dt.ptr(n), (), slot)
+
+
+def matmul_ast(n, k, m, b_transposed=False, dt=dtypes.float32):
+    """out[i, j] = sum_k a[i, k] * b[k, j]  (b stored (m, k) when b_transposed: x @ W.T)"""
+    r0, r1, r2 = UOp.range(n, 0, AxisType.GLOBAL), UOp.range(m, 1, AxisType.GLOBAL), UOp.range(k, 2, AxisType.REDUCE)
+    b_idx = r1 * k + r2 if b_transposed else r2 * m + r1
+    val = param(1, n * k, dt).index(r0 * k + r2).load() * param(2, k * m, dt).index(b_idx).load()
+    red = UOp(Ops.REDUCE, dt, (val, r2), Ops.ADD)
+    return UOp.sink(param(0, n * m, dt).index(r0 * m + r1).store(red).end(r0, r1))
+
+
+def row_reduce_ast(n, m, op=Ops.ADD):
+    """out[i] = reduce_j (a[i, j] * 0.5 + 1)"""
+    r0, r1 = UOp.range(n, 0, AxisType.GLOBAL), UOp.range(m, 1, AxisType.REDUCE)
+    val = param(1, n * m).index(r0 * m + r1).load()
+    red = UOp(Ops.REDUCE, dtypes.float32, (val * 0.5 + 1.0, r1), op)
+    return UOp.sink(param(0, n).index(r0).store(red).end(r0))
+
+
+def reference(n, k, m, b_transposed, rng, npdt=np.float32):
+    a = rng.standard_normal((n, k)).astype(npdt)
+    b = rng.standard_normal((m, k) if b_transposed else (k, m)).astype(npdt)
+    return a, b, a @ (b.T if b_transposed else b)
+
+
+def candidate_opts(ast):
+    """Single opts of every kind and amount the heuristic uses, on every axis they apply to."""
+    cands = []
+    for i, r in enumerate(kernel_ranges(ast)):
+        size = r.src[0].arg
+        for amt in (2, 4, 8, 16, 32):
+            if size % amt == 0 and size >= amt:
+                if r.arg[1] is AxisType.GLOBAL:
+                    cands.append(Opt(OptOps.UPCAST, i, amt))
+                elif r.arg[1] is AxisType.REDUCE:
+                    cands += [Opt(OptOps.UNROLL, i, amt), Opt(OptOps.PARTIAL, i, amt)]
+        if r.arg[1] is AxisType.GLOBAL and size >= 2:
+            cands.append(Opt(OptOps.THREAD, i, 2))
+    return cands
+
+
+def opt_lists(ast, depth=3, limit=20):
+    """[], each candidate, and chains: each opt applied to the kernel the previous ones made (so axis indices are
+    valid), up to `depth` long; a deterministic sample of at most `limit`."""
+    out, frontier = [[]], [[]]
+    for _ in range(depth):
+        nxt = []
+        for opts in frontier:
+            ast_now = apply_opts(ast, opts)
+            nxt += [opts + [c] for c in candidate_opts(ast_now) if c.op is not OptOps.THREAD or not opts or
+                    all(o.op is not OptOps.THREAD for o in opts)]
+        frontier = nxt[::max(1, len(nxt) // limit)]
+        out += frontier
+    return out
+
+
+@pytest.mark.parametrize("n, k, m, bt", [(8, 32, 64, False), (24, 48, 32, True), (6, 16, 96, False)])
+def test_matmul_opt_chains(run_c, rng, n, k, m, bt):
+    ast = matmul_ast(n, k, m, bt)
+    a, b, want = reference(n, k, m, bt, rng)
+    tried = 0
+    for opts in opt_lists(ast):
+        try:
+            prg = to_program(ast, CRenderer(), opts)
+        except KernelOptError:
+            continue
+        (out, *_) = run_c(prg, np.zeros((n, m), np.float32), a, b)
+        np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-5, err_msg=str(opts))
+        tried += 1
+    assert tried >= 40
+
+
+@pytest.mark.parametrize("n, k, m, bt", [(7, 33, 5, False), (1, 1, 1, False), (100, 37, 129, True), (64, 96, 48, False),
+                                         (64, 96, 48, True), (33, 256, 17, True), (3, 1024, 96, False)])
+def test_heuristic_on_odd_sizes(run_c, rng, n, k, m, bt):
+    ast = matmul_ast(n, k, m, bt)
+    a, b, want = reference(n, k, m, bt, rng)
+    prg = to_program(ast, CRenderer())
+    (out, *_) = run_c(prg, np.zeros((n, m), np.float32), a, b)
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4, err_msg=str(prg.applied_opts))
+
+
+def test_heuristic_register_tile_and_partial_sums():
+    # b contiguous along the output's last axis: a tile of 8 rows x 2 vectors, one vector FMA per pair
+    opts = hand_coded_opts(matmul_ast(64, 64, 64), CRenderer())
+    assert opts[:2] == [Opt(OptOps.UPCAST, 1, 32), Opt(OptOps.UPCAST, 0, 8)]
+    src = to_program(matmul_ast(64, 64, 64), CRenderer()).src
+    assert "typedef float v16_float __attribute__((vector_size(64)));" in src
+    assert src.count("v16_float acc") == 16 and "__builtin_memcpy(&data0[" in src
+    # both operands contiguous along the reduce (x @ W.T): vector partial sums, 4 x 4 of them
+    opts = hand_coded_opts(matmul_ast(64, 64, 64, b_transposed=True), CRenderer())
+    assert opts[:3] == [Opt(OptOps.PARTIAL, 2, 16), Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.UPCAST, 0, 4)]
+    src = to_program(matmul_ast(64, 64, 64, b_transposed=True), CRenderer()).src
+    assert src.count("v16_float acc") == 16 and "acc0[15]" in src  # lanes added up after the loop
+
+
+@pytest.mark.parametrize("op", [Ops.ADD, Ops.MAX])
+@pytest.mark.parametrize("n, m", [(5, 48), (64, 1024), (3, 17)])
+def test_row_reduce(run_c, rng, op, n, m):
+    ast = row_reduce_ast(n, m, op)
+    a = rng.standard_normal((n, m), dtype=np.float32)
+    want = (a * 0.5 + 1.0).sum(1) if op is Ops.ADD else (a * 0.5 + 1.0).max(1)
+    for opts in (None, [], *([Opt(OptOps.PARTIAL, 1, p)] for p in (16, 32) if m % p == 0)):
+        prg = to_program(ast, CRenderer(), opts)
+        (out, *_) = run_c(prg, np.zeros(n, np.float32), a)
+        np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-4, err_msg=str(prg.applied_opts))
+
+
+def test_float64_vectors(run_c, rng):
+    ast = matmul_ast(16, 24, 32, dt=dtypes.float64)
+    a, b, want = reference(16, 24, 32, False, rng, np.float64)
+    prg = to_program(ast, CRenderer())
+    assert "v8_double" in prg.src
+    (out, *_) = run_c(prg, np.zeros((16, 32)), a, b)
+    np.testing.assert_allclose(out, want, rtol=1e-12)
+
+
+def test_partial_errors():
+    ast = matmul_ast(8, 24, 8)
+    with pytest.raises(KernelOptError, match="PARTIAL needs a REDUCE axis"):
+        apply_opts(ast, [Opt(OptOps.PARTIAL, 2, 16)])
+    with pytest.raises(KernelOptError, match="PARTIAL needs a REDUCE axis"):
+        apply_opts(ast, [Opt(OptOps.PARTIAL, 0, 2)])
+
+
+def test_threads_give_identical_results(run_c, rng):
+    ast = matmul_ast(64, 96, 48, True)
+    a, b, _ = reference(64, 96, 48, True, rng)
+    outs = []
+    for threads in (1, 2):
+        r = CRenderer()
+        r.max_threads = threads
+        prg = to_program(ast, r)
+        assert any(o.op is OptOps.THREAD for o in prg.applied_opts) == (threads > 1)
+        (out, *_) = run_c(prg, np.zeros((64, 48), np.float32), a, b)
+        outs.append(out)
+    assert outs[0].tobytes() == outs[1].tobytes()
+
+
+def test_every_combination_small(run_c, rng):
+    # all pairs of candidate opts on a kernel whose sizes leave no remainder
+    ast = matmul_ast(8, 32, 32)
+    a, b, want = reference(8, 32, 32, False, rng)
+    cands = candidate_opts(ast)
+    tried = 0
+    for pair in itertools.combinations(cands, 2):
+        try:
+            prg = to_program(ast, CRenderer(), list(pair))
+        except KernelOptError:
+            continue
+        (out, *_) = run_c(prg, np.zeros((8, 32), np.float32), a, b)
+        np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-5, err_msg=str(pair))
+        tried += 1
+    assert tried >= 20
