@@ -66,3 +66,23 @@ def test_beam_actions_stay_within_the_expansion_limit():
     big = apply_opts(ast, [Opt(OptOps.UPCAST, 1, 32), Opt(OptOps.UPCAST, 0, 8)])
     # 32 x 8 copies already: only THREAD is left to try
     assert {a.op for a in search_mod.actions(big, CRenderer())} == {OptOps.THREAD}
+
+
+def test_program_cache_across_calls(cache, monkeypatch):
+    from ember.codegen import cache as cache_mod
+    from ember.codegen import cached_program, to_program
+
+    ast = matmul_ast(8, 16, 32)
+    first = cached_program(ast, CRenderer())
+    assert first.src == to_program(ast, CRenderer()).src
+    (entry,) = (cache.parent / "program").glob("*.pkl")
+    monkeypatch.setattr(cache_mod, "to_program", lambda *a: pytest.fail("rebuilt a cached program"))
+    again = cached_program(ast, CRenderer())
+    assert again.src == first.src and again.uops == first.uops and again.applied_opts == first.applied_opts
+    # other opts are another entry; a corrupt entry is rebuilt with a warning
+    monkeypatch.undo()
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(cache.parent))
+    assert cached_program(ast, CRenderer(), []).applied_opts == ()
+    entry.write_bytes(b"garbage")
+    with pytest.warns(UserWarning, match="unreadable"):
+        assert cached_program(ast, CRenderer()).src == first.src

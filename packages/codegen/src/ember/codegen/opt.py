@@ -133,8 +133,9 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
     """Opts without search, for a CPU with vectors of `renderer.max_vector` floats:
     - matmul-like (an output axis contiguous in the store and in a load that another output axis does not move):
       a register tile, UPCAST of that axis by two vectors and of the other axis by 8, one vector FMA per pair;
-    - reduces over a contiguous axis (x @ W.T, row sums): PARTIAL sums one vector wide, and UPCAST of up to two
-      output axes by 4 so that several vector accumulators (and shared loads) run at once;
+    - reduces over a contiguous axis (x @ W.T, row sums): PARTIAL sums one vector wide, and UPCAST by 4 of up to two
+      output axes that a load of the reduce does not move (x @ W.T: rows and columns), so that several vector
+      accumulators share their loads;
     - otherwise: UPCAST the contiguous output axis by a vector, UNROLL a small innermost reduce.
     Then THREAD shares the outermost output axis across the cores when the kernel is big enough to pay for it.
     Amounts always divide the axis sizes (no remainder code); a size they cannot divide gets a smaller tile or none."""
@@ -180,7 +181,9 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
                 (range_size(k) or 0) >= 2 * vec and (range_size(k) or 0) % vec == 0:
             # a reduce along contiguous memory: one vector of partial sums; up to two output axes by 4 for more of them
             add(Opt(OptOps.PARTIAL, axis(k), vec))
-            for r in list(reversed(outputs))[:2]:
+            inside = [ld for ld in loads if k in ld]
+            for r in [r for r in reversed(outputs) if any(r not in ld for ld in inside)][:2]:
+                # only axes some load of the reduce does not move: its vector is loaded once for the whole tile
                 if (amt := _divisor(range_size(r), (4, 2))) is not None:
                     add(Opt(OptOps.UPCAST, axis(r), amt))
             tiled = True

@@ -3,8 +3,8 @@
 `beam_search(ast, renderer, time_fn, width)` starts from no opts and the heuristic's choice; each round extends every
 list in the beam by one opt (each UPCAST / UNROLL / PARTIAL amount that divides an axis, THREAD once), times the
 new kernels with `time_fn` (seconds, inf for a kernel that fails), and keeps the `width` fastest. It stops when a
-round finds nothing faster or the time budget is spent. The winner is written to
-`$EMBER_CACHE_DIR/beam/<key>.json` (atomically); a later search of the same kernel for the same device key and width,
+round finds nothing faster or the time budget is spent. The winner is written to `$EMBER_CACHE_DIR/beam/<key>.json`
+(atomically, see cache.py); a later search of the same kernel for the same device key and width,
 in any process, reads it back without timing anything, so a cached run is deterministic.
 
 The device side stays outside codegen: the caller's `time_fn` compiles and launches a ProgramSpec (the tensor
@@ -13,15 +13,13 @@ engine does this on scratch buffers when `BEAM=n` is set).
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import tempfile
 import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
 
+from ember.codegen.cache import cache_root, kernel_key, write_atomic
 from ember.codegen.opt import KernelOptError, apply_opts, hand_coded_opts, kernel_ranges, range_size
 from ember.codegen.pipeline import to_program
 from ember.codegen.program import Opt, OptOps, ProgramSpec
@@ -32,13 +30,8 @@ MAX_EXPANSION = 256  # most copies the UPCAST / UNROLL / PARTIAL axes of one ker
 timed = 0  # candidates timed in this process (a search answered by the cache times none)
 
 
-def beam_dir() -> Path:
-    return Path(os.environ.get("EMBER_CACHE_DIR") or Path.home() / ".cache" / "ember").expanduser() / "beam"
-
-
 def cache_path(ast: UOp, device_key: str, width: int) -> Path:
-    h = hashlib.sha256(f"{device_key}\0{width}\0{ast!r}".encode()).hexdigest()
-    return beam_dir() / f"{h}.json"
+    return cache_root() / "beam" / f"{kernel_key(ast, device_key, width)}.json"
 
 
 def _expansion(ast: UOp) -> int:
@@ -81,15 +74,7 @@ def _read(path: Path) -> list[Opt] | None:
 
 
 def _write(path: Path, opts: list[Opt], seconds: float) -> None:
-    data = json.dumps({"opts": [[o.op.name, o.axis, o.amount] for o in opts], "seconds": seconds})
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        with os.fdopen(fd, "w") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except OSError as e:
-        warnings.warn(f"BEAM cache: cannot write {path}: {e}", stacklevel=3)
+    write_atomic(path, json.dumps({"opts": [[o.op.name, o.axis, o.amount] for o in opts], "seconds": seconds}).encode())
 
 
 def beam_search(ast: UOp, renderer: Renderer, time_fn: Callable[[ProgramSpec], float], width: int,

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ember.codegen import ProgramSpec, beam_search, to_program
+from ember.codegen import ProgramSpec, beam_search, cached_program
 from ember.runtime import Buffer, CompileError, Device
 from ember.schedule import ExecItem, Schedule, schedule
 from ember.uops import Ops, UOp, to_numpy_dtype
@@ -78,14 +78,15 @@ def time_program(device: str, spec: ProgramSpec, runs: int = 3) -> float:
 
 
 def codegen(ast: UOp, device: str) -> ProgramSpec:
-    """The program of a kernel: opts from the heuristic, or from a BEAM search (cached on disk) when BEAM is set."""
+    """The program of a kernel: opts from the heuristic, or from a BEAM search when BEAM is set (both the search's
+    winner and the program are cached on disk)."""
     renderer = Device[device].renderer
     opts = None
     if (width := beam_width()) > 0 and not any(u.op is Ops.DEFINE_VAR for u in ast.toposort()):
         dev = Device[device]
         opts = beam_search(ast, renderer, lambda spec: time_program(device, spec), width,
                            device_key=f"{device} {dev.compiler.cachekey}")
-    return to_program(ast, renderer, opts)
+    return cached_program(ast, renderer, opts)
 
 
 def get_kernel(ast: UOp, device: str) -> CompiledKernel:
