@@ -85,3 +85,21 @@ def test_schedule_compiles_each_source_once(tmp_path, monkeypatch):
     assert len(list((tmp_path / "compile").iterdir())) == len(srcs)
     np.testing.assert_allclose(outs[4].numpy(), x.numpy().max(0) * 3.40625)
     np.testing.assert_allclose(outs[0].numpy(), np.exp(x.numpy() * 1.0625).sum(1), rtol=1e-5)
+
+
+def test_vector_exp2_and_max_match_numpy():
+    # the vector exp2 helper (range reduction + polynomial) over the whole float32 range, specials included
+    x = np.linspace(-130, 130, 4096 * 4, dtype=np.float32)
+    x = np.concatenate([x, np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, 127.9, 128.0, -125.0, -124.9, 1e-30] * 16,
+                                    np.float32)])[: 4096 * 4 + 160]
+    got = Tensor(x).exp2().numpy()
+    want = np.exp2(x.astype(np.float64))
+    normal = (want < 3.4e38) & (want > 2.0**-125)
+    np.testing.assert_allclose(got[normal], want[normal], rtol=2e-7)
+    assert (got[want >= 3.5e38] == np.inf).all() and (got[want < 2.0**-126] == 0).all()
+    assert np.isnan(got[np.isnan(x)]).all()
+    prg = to_program(kernel_ast(Tensor(x).exp2()), CRenderer())
+    assert "v16_float_exp2(" in prg.src
+    # a NaN anywhere in a row makes its max NaN, as numpy
+    rows = x.reshape(-1, 32)
+    np.testing.assert_array_equal(Tensor(rows).max(1).numpy(), rows.max(1))

@@ -52,7 +52,7 @@ def candidate_opts(ast):
     return cands
 
 
-def opt_lists(ast, depth=3, limit=20):
+def opt_lists(ast, depth=3, limit=12):
     """[], each candidate, and chains: each opt applied to the kernel the previous ones made (so axis indices are
     valid), up to `depth` long; a deterministic sample of at most `limit`."""
     out, frontier = [[]], [[]]
@@ -80,7 +80,7 @@ def test_matmul_opt_chains(run_c, rng, n, k, m, bt):
         (out, *_) = run_c(prg, np.zeros((n, m), np.float32), a, b)
         np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-5, err_msg=str(opts))
         tried += 1
-    assert tried >= 40
+    assert tried >= 25
 
 
 @pytest.mark.parametrize("n, k, m, bt", [(7, 33, 5, False), (1, 1, 1, False), (100, 37, 129, True), (64, 96, 48, False),

@@ -151,3 +151,20 @@ def test_batchnorm_train_and_eval():
     np.testing.assert_allclose(ours(Tensor(x1)).numpy(), ref(torch.tensor(x1)).detach().numpy(), rtol=1e-4, atol=1e-5)
     with pytest.raises(ValueError, match=r"expected \(N, C, ...\)"):
         ours(Tensor.ones(3))
+
+
+@pytest.mark.parametrize("mask_shape", [(5, 7), (2, 1, 5, 7), (2, 8, 5, 7)])
+def test_sdpa_grouped_query_heads_with_masks(mask_shape):
+    import torch
+
+    from ember.tensor.nn import layers
+
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((2, 8, 5, 16), dtype=np.float32)
+    k = rng.standard_normal((2, 4, 7, 16), dtype=np.float32)
+    v = rng.standard_normal((2, 4, 7, 8), dtype=np.float32)
+    m = rng.standard_normal(mask_shape).astype(np.float32)
+    got = layers.scaled_dot_product_attention(Tensor(q), Tensor(k), Tensor(v), attn_mask=Tensor(m)).numpy()
+    want = torch.nn.functional.scaled_dot_product_attention(torch.tensor(q), torch.tensor(k), torch.tensor(v),
+                                                            attn_mask=torch.tensor(m), enable_gqa=True).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)

@@ -73,7 +73,35 @@ class CRenderer(Renderer):
             raise NotImplementedError(f"CRenderer: dtype {dt!r} is not supported by the C renderer yet")
         return C_TYPES[dt]
 
+    def _vector_helpers(self, dt: DType) -> str:
+        """The typedef of a vector type and its helpers: broadcast, NaN-propagating max (as emb_maxf), and for float
+        exp2 (2^round(x) from the exponent bits times a degree-7 Taylor polynomial of 2^f, |f| <= 1/2: relative
+        error < 1e-7; 0 below 2^-125, inf from 2^128 on, NaN stays NaN)."""
+        vt, st, n = self.ctype(dt), self.ctype(dt.scalar()), dt.count
+        it = f"v{n}_{'int' if dt.scalar().itemsize == 4 else 'long_long'}"
+        ist = "int" if dt.scalar().itemsize == 4 else "long long"
+        out = (f"typedef {st} {vt} __attribute__((vector_size({dt.itemsize})));\n"
+               f"typedef {ist} {it} __attribute__((vector_size({dt.itemsize})));\n"
+               f"static inline {vt} {vt}_bcast({st} x) {{ return ({vt}){{{', '.join(['x'] * n)}}}; }}\n"
+               f"static inline {vt} {vt}_sel({it} m, {vt} a, {vt} b) {{ return ({vt})((m & ({it})a) | (~m & ({it})b)); }}\n"
+               f"static inline {vt} {vt}_max({vt} a, {vt} b) {{ return {vt}_sel((a != a) | (a > b), a, b); }}\n")
+        if dt.scalar() == dtypes.float32:
+            taylor = "".join(f"+f*({1 / math.factorial(k)!r}f" for k in range(1, 8)) + ")" * 7
+            out += (f"static inline {vt} {vt}_exp2({vt} x) {{\n"
+                    f"  {it} over = x >= 128.0f, under = x < -125.0f, nan = x != x;\n"
+                    f"  {vt} xc = {vt}_sel(over | under | nan, {vt}_bcast(0.0f), x), c = xc + 0.5f;\n"
+                    f"  {it} n = __builtin_convertvector(c, {it});\n"
+                    f"  n += ({it})(c < __builtin_convertvector(n, {vt}));  /* floor(x + 1/2) */\n"
+                    f"  {vt} f = (xc - __builtin_convertvector(n, {vt})) * 0.6931471805599453f;\n"
+                    f"  {vt} p = 1.0f{taylor};\n"
+                    f"  {vt} r = ({vt})(({it})p + (n << 23));\n"
+                    f"  return {vt}_sel(nan, x, {vt}_sel(over, {vt}_bcast(INFINITY), {vt}_sel(under, {vt}_bcast(0.0f), r)));\n"
+                    f"}}\n")
+        return out
+
     def _alu(self, u: UOp, a: list[str]) -> str:
+        if u.dtype.count > 1 and u.op in (Ops.MAX, Ops.EXP2):  # vectors: the helpers of _vector_helpers
+            return f"{self.ctype(u.dtype)}_{'max' if u.op is Ops.MAX else 'exp2'}({', '.join(a)})"
         op, dt = u.op, u.src[0].dtype if u.op in (Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ) else u.dtype
         is_float = dtypes.is_float(dt)
         fns = _MATH["double" if dt == dtypes.float64 else "float"]
@@ -222,10 +250,7 @@ class CRenderer(Renderer):
                 raise NotImplementedError(f"CRenderer: cannot render {u.op}")
         signature = ", ".join(p for _, p in sorted(params))
         vectors = sorted({u.dtype for u in uops if u.dtype.count > 1 and not isinstance(u.dtype, PtrDType)})
-        typedefs = "".join(f"typedef {self.ctype(dt.scalar())} {self.ctype(dt)} "
-                           f"__attribute__((vector_size({dt.itemsize})));\n"
-                           f"static inline {self.ctype(dt)} {self.ctype(dt)}_bcast({self.ctype(dt.scalar())} x) {{ "
-                           f"return ({self.ctype(dt)}){{{', '.join(['x'] * dt.count)}}}; }}\n" for dt in vectors)
+        typedefs = "".join(self._vector_helpers(dt) for dt in vectors)
         return _PRELUDE + typedefs + f"void {name}({signature}) {{\n" + "\n".join(lines) + "\n}\n"
 
 

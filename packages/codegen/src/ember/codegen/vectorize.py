@@ -19,8 +19,9 @@ from __future__ import annotations
 
 from ember.uops import DType, Ops, UOp, dtypes, linear_terms
 
-# ops the C renderer computes on vectors (GCC vector extensions: + * / and negation are lane-wise)
-VECTOR_ALU = frozenset({Ops.ADD, Ops.MUL, Ops.FDIV, Ops.NEG})
+# ops the C renderer computes on vectors (GCC vector extensions: + * / and negation are lane-wise; max, and exp2 of
+# float32, by helper functions)
+VECTOR_ALU = frozenset({Ops.ADD, Ops.MUL, Ops.FDIV, Ops.NEG, Ops.MAX, Ops.EXP2})
 VECTOR_DTYPES = (dtypes.float32, dtypes.float64)
 
 
@@ -69,9 +70,9 @@ class _SLP:
             if same_buf_mask and _consecutive([i.src[1] for i in idx]):
                 return UOp(Ops.LOAD, vdt, (idx[0],))
             return build(lanes)
-        if v0.op in VECTOR_ALU:
+        if v0.op in VECTOR_ALU and (v0.op is not Ops.EXP2 or v0.dtype == dtypes.float32):
             return UOp(v0.op, vdt, tuple(self.vec(col) for col in zip(*(x.src for x in lanes))), v0.arg)
-        if v0.op is Ops.REDUCE and v0.arg is Ops.ADD and all(x.src[1:] == v0.src[1:] for x in lanes):
+        if v0.op is Ops.REDUCE and v0.arg in (Ops.ADD, Ops.MAX) and all(x.src[1:] == v0.src[1:] for x in lanes):
             return UOp(Ops.REDUCE, vdt, (self.vec(tuple(x.src[0] for x in lanes)), *v0.src[1:]), v0.arg)
         if v0.op is Ops.NOOP and v0.src:  # the terms of unrolled reduces, lane by lane
             return UOp(Ops.NOOP, vdt, tuple(self.vec(col) for col in zip(*(x.src for x in lanes))))
@@ -107,7 +108,7 @@ def vectorize(ast: UOp, vector_bytes: int) -> UOp:
 
     def horizontal(red: UOp) -> UOp | None:
         terms = red.src[0].src
-        if red.arg is not Ops.ADD or red.dtype not in VECTOR_DTYPES or not all(t.op is Ops.REDUCE for t in terms):
+        if red.arg not in (Ops.ADD, Ops.MAX) or red.dtype not in VECTOR_DTYPES or not all(t.op is Ops.REDUCE for t in terms):
             return None
         new: list[UOp] = []
         for start, w in _chunks(len(terms), _lanes_of(red.dtype, vector_bytes)):
