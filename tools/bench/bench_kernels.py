@@ -98,8 +98,9 @@ def main() -> None:
         tx, tw = Tensor(x), Tensor(w)
         px, pw = (torch.from_numpy(x), torch.from_numpy(w)) if torch else (None, None)
         rows.append((f"matmul {m}^3 fp32", "GFLOP/s", 2 * m**3 / 1e9,
-                     ember_kernel_time(lambda: tx @ tw, max(1, args.reps // 2)), median_time(lambda: x @ w, args.reps),
-                     torch_time(lambda: px @ pw, args.reps) if torch else None))
+                     ember_kernel_time(lambda tx=tx, tw=tw: tx @ tw, max(1, args.reps // 2)),
+                     median_time(lambda x=x, w=w: x @ w, args.reps),
+                     torch_time(lambda px=px, pw=pw: px @ pw, args.reps) if torch else None))
     x, w = (rng.standard_normal((8, 256, 256), dtype=np.float32) for _ in range(2))
     tx, tw = Tensor(x), Tensor(w)
     px, pw = (torch.from_numpy(x), torch.from_numpy(w)) if torch else (None, None)

@@ -83,7 +83,8 @@ class CRenderer(Renderer):
         out = (f"typedef {st} {vt} __attribute__((vector_size({dt.itemsize})));\n"
                f"typedef {ist} {it} __attribute__((vector_size({dt.itemsize})));\n"
                f"static inline {vt} {vt}_bcast({st} x) {{ return ({vt}){{{', '.join(['x'] * n)}}}; }}\n"
-               f"static inline {vt} {vt}_sel({it} m, {vt} a, {vt} b) {{ return ({vt})((m & ({it})a) | (~m & ({it})b)); }}\n"
+               f"static inline {vt} {vt}_sel({it} m, {vt} a, {vt} b) {{ "
+               f"return ({vt})((m & ({it})a) | (~m & ({it})b)); }}\n"
                f"static inline {vt} {vt}_max({vt} a, {vt} b) {{ return {vt}_sel((a != a) | (a > b), a, b); }}\n")
         if dt.scalar() == dtypes.float32:
             taylor = "".join(f"+f*({1 / math.factorial(k)!r}f" for k in range(1, 8)) + ")" * 7
@@ -95,7 +96,8 @@ class CRenderer(Renderer):
                     f"  {vt} f = (xc - __builtin_convertvector(n, {vt})) * 0.6931471805599453f;\n"
                     f"  {vt} p = 1.0f{taylor};\n"
                     f"  {vt} r = ({vt})(({it})p + (n << 23));\n"
-                    f"  return {vt}_sel(nan, x, {vt}_sel(over, {vt}_bcast(INFINITY), {vt}_sel(under, {vt}_bcast(0.0f), r)));\n"
+                    f"  r = {vt}_sel(under, {vt}_bcast(0.0f), r);\n"
+                    f"  return {vt}_sel(nan, x, {vt}_sel(over, {vt}_bcast(INFINITY), r));\n"
                     f"}}\n")
         return out
 

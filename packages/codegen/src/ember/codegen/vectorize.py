@@ -108,7 +108,8 @@ def vectorize(ast: UOp, vector_bytes: int) -> UOp:
 
     def horizontal(red: UOp) -> UOp | None:
         terms = red.src[0].src
-        if red.arg not in (Ops.ADD, Ops.MAX) or red.dtype not in VECTOR_DTYPES or not all(t.op is Ops.REDUCE for t in terms):
+        if red.arg not in (Ops.ADD, Ops.MAX) or red.dtype not in VECTOR_DTYPES or \
+                not all(t.op is Ops.REDUCE for t in terms):
             return None
         new: list[UOp] = []
         for start, w in _chunks(len(terms), _lanes_of(red.dtype, vector_bytes)):
