@@ -21,7 +21,7 @@ def test_replay_matches_eager_and_skips_scheduling(monkeypatch):
             def no_schedule(*a, **k):
                 raise AssertionError("jit replay scheduled a graph")
             monkeypatch.setattr(engine, "schedule", no_schedule)
-            monkeypatch.setattr(engine, "to_program", no_schedule)
+            monkeypatch.setattr(engine, "cached_program", no_schedule)
         out = f(Tensor(x), Tensor(y))
         np.testing.assert_allclose(out.numpy(), (np.maximum(x @ w.numpy(), 0) + y).sum(1), rtol=1e-5, atol=1e-5)
     assert f.kernel_count == 1  # the whole function fuses into one kernel, replayed as one launch

@@ -220,10 +220,14 @@ class Llama:
         q = layers.linear(x, a.wq.weight).reshape(b, t, cfg.n_heads, cfg.head_dim)
         k = layers.linear(x, a.wk.weight).reshape(b, t, cfg.n_kv_heads, cfg.head_dim)
         v = layers.linear(x, a.wv.weight).reshape(b, t, cfg.n_kv_heads, cfg.head_dim)
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        out = layers.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
-                                                  is_causal=True)
-        return layers.linear(out.transpose(1, 2).reshape(b, t, cfg.dim), a.wo.weight)
+        # Layouts for the kernels (codegen tiles a matmul whose operands index affinely): q and k are stored after
+        # RoPE (its pair indexing, div/mod by 2 along the head dim, fused into q @ k^T would leave the reduce axis
+        # non-affine), q heads first, k as (b, heads, head_dim, t) so that k^T is contiguous along the keys; the
+        # attention output is stored (b, t, heads, head_dim) so that merging the heads is a plain reshape
+        q = apply_rope(q, cos, sin).transpose(1, 2).contiguous()
+        k = apply_rope(k, cos, sin).permute(0, 2, 3, 1).contiguous().transpose(-1, -2)
+        out = layers.scaled_dot_product_attention(q, k, v.transpose(1, 2), is_causal=True)
+        return layers.linear(out.transpose(1, 2).contiguous().reshape(b, t, cfg.dim), a.wo.weight)
 
     def _feed_forward(self, x: Tensor, layer: _Weights) -> Tensor:
         f = layer.feed_forward
