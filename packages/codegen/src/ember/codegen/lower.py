@@ -42,8 +42,7 @@ def lower_reduces(reduces: list[UOp], ids: itertools.count) -> dict[UOp, UOp]:
     rngs = tuple(sorted(reduces[0].src[1:], key=range_order))
     updates, accs = [], []
     for red in reduces:
-        # a bfloat16 reduce accumulates in float32 (as PyTorch does), rounded once at the end
-        acc_dt = dtypes.float32 if red.dtype == dtypes.bfloat16 else red.dtype
+        acc_dt = accumulator_dtype(red)
         # a vector accumulator (vectorize) starts with the identity in every lane
         init_val = UOp.const(acc_dt.scalar(), reduce_identity(red.arg, acc_dt.scalar())).arg
         identity = UOp(Ops.CONST, acc_dt, (), init_val)
@@ -56,6 +55,11 @@ def lower_reduces(reduces: list[UOp], ids: itertools.count) -> dict[UOp, UOp]:
     body = updates[0] if len(updates) == 1 else UOp(Ops.NOOP, dtypes.void, tuple(updates))
     end = UOp(Ops.END, dtypes.void, (body, *rngs))
     return {red: UOp(Ops.LOAD, acc.dtype, (acc, end)).cast(red.dtype) for red, acc in zip(reduces, accs)}
+
+
+def accumulator_dtype(red: UOp) -> DType:
+    """A bfloat16 reduce accumulates in float32 (as PyTorch does), rounded once at the end."""
+    return dtypes.float32 if red.dtype == dtypes.bfloat16 else red.dtype
 
 
 def fold_terms(red: UOp, start: UOp | None, dtype: DType) -> UOp:
@@ -107,8 +111,7 @@ def lower(ast: UOp, vector_bytes: int = 0) -> UOp:
         mapping: dict[UOp, UOp] = {}
         for r in inner:
             if len(r.src) == 1:  # every range unrolled: the terms folded, no loop
-                acc_dt = dtypes.float32 if r.dtype == dtypes.bfloat16 else r.dtype
-                mapping[r] = fold_terms(r, None, acc_dt).cast(r.dtype)
+                mapping[r] = fold_terms(r, None, accumulator_dtype(r)).cast(r.dtype)
             else:
                 groups.setdefault(tuple(sorted(r.src[1:], key=range_order)), []).append(r)
         for group in groups.values():

@@ -48,21 +48,12 @@ def split_range(ast: UOp, r: UOp, outer: UOp, inner: UOp, amount: int) -> UOp:
 def partial_reduce(ast: UOp, r: UOp, amount: int, lane_id: int) -> UOp:
     """Each REDUCE over r becomes REDUCE(REDUCE(x, ..., outer), lane): lane i sums the elements i, i+amount, ... in its
     own accumulator (the lanes, an UNROLL range, are expanded into the terms of the outer reduce: one vector)."""
-    size = r.src[0].arg
-    outer = UOp.range(size // amount, r.arg[0], AxisType.REDUCE)
+    outer = UOp.range(r.src[0].arg // amount, r.arg[0], AxisType.REDUCE)
     lane = UOp.range(amount, lane_id, AxisType.UNROLL)
-    value = outer * amount + lane
-    new: dict[UOp, UOp] = {}
-    for u in ast.toposort():
-        if u is r:
-            new[u] = value
-        elif u.op is Ops.REDUCE and r in u.src[1:]:
-            rngs = tuple(outer if s is r else new[s] for s in u.src[1:])
-            new[u] = UOp(Ops.REDUCE, u.dtype, (UOp(Ops.REDUCE, u.dtype, (new[u.src[0]], *rngs), u.arg), lane), u.arg)
-        else:
-            src = tuple(new[s] for s in u.src)
-            new[u] = u if src == u.src else u.replace(src=src)
-    return new[ast]
+    ast = split_range(ast, r, outer, lane, amount)
+    nest = {u: UOp(Ops.REDUCE, u.dtype, (u.replace(src=tuple(s for s in u.src if s is not lane)), lane), u.arg)
+            for u in ast.toposort() if u.op is Ops.REDUCE and lane in u.src[1:]}
+    return ast.substitute(nest)
 
 
 def apply_opt(ast: UOp, opt: Opt) -> UOp:
@@ -164,10 +155,9 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
         # matmul-like: a load contiguous along the output's contiguous axis, not moved by another output axis
         # (a load inside the reduce, the one with an output axis to reuse it across first)
         inside = [ld for ld in loads if any(r in ld for r in reduces) and ld.get(contiguous_out) == 1]
-        for ld in sorted(inside, key=lambda ld: all(r in ld for r in outputs)):
+        j_amt = _divisor(range_size(contiguous_out), (2 * vec, vec))
+        for ld in sorted(inside, key=lambda ld: all(r in ld for r in outputs)) if j_amt is not None else []:
             others = [r for r in outputs if r is not contiguous_out and r not in ld]
-            if (j_amt := _divisor(range_size(contiguous_out), (2 * vec, vec))) is None:
-                continue
             other = others[-1] if others else None
             i_amt = _divisor(range_size(other), (8, 4, 2)) if other is not None else None
             add(Opt(OptOps.UPCAST, axis(contiguous_out), j_amt))

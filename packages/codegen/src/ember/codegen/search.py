@@ -85,7 +85,6 @@ def beam_search(ast: UOp, renderer: Renderer, time_fn: Callable[[ProgramSpec], f
     path = cache_path(ast, device_key or renderer.device, width)
     if (cached := _read(path)) is not None:
         return cached
-    global timed
     start = time.perf_counter()
     seen: dict[tuple[Opt, ...], float] = {}
 

@@ -121,24 +121,24 @@ def vectorize(ast: UOp, vector_bytes: int) -> UOp:
         return red.replace(src=(UOp(Ops.NOOP, red.dtype, tuple(new)), *red.src[1:]))
 
     def stores(group: UOp) -> UOp | None:
-        runs: dict[tuple, list[UOp]] = {}
+        runs: dict[tuple, list[tuple[int, UOp]]] = {}  # (buffer, mask, index terms) -> [(index constant, store)]
         for st in group.src:
             idx = st.src[0]
             if st.op is not Ops.STORE or idx.op is not Ops.INDEX or st.src[1].dtype not in VECTOR_DTYPES:
                 return None
             terms, const = _index_key(idx.src[1])
-            runs.setdefault((idx.src[0], idx.src[2:], terms), []).append(st)
+            runs.setdefault((idx.src[0], idx.src[2:], terms), []).append((const, st))
         out: list[UOp] = []
         changed = False
-        for sts in runs.values():
-            sts.sort(key=lambda s: _index_key(s.src[0].src[1])[1])
+        for run in runs.values():
+            run.sort(key=lambda cs: cs[0])
             i = 0
-            while i < len(sts):
-                # the longest stretch of consecutive addresses from sts[i]
+            while i < len(run):
+                # the longest stretch of consecutive addresses from run[i]
                 j = i + 1
-                while j < len(sts) and _consecutive([s.src[0].src[1] for s in sts[i:j + 1]]):
+                while j < len(run) and run[j][0] == run[j - 1][0] + 1:
                     j += 1
-                stretch = sts[i:j]
+                stretch = [st for _, st in run[i:j]]
                 done = 0
                 for start, w in _chunks(len(stretch), _lanes_of(stretch[0].src[1].dtype, vector_bytes)):
                     part = stretch[start:start + w]
