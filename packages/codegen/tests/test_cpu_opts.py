@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from ember.codegen import CRenderer, KernelOptError, Opt, OptOps, apply_opts, hand_coded_opts, kernel_ranges, to_program
+from ember.codegen.opt import apply_opt
 from ember.uops import AxisType, Ops, UOp, dtypes
 
 
@@ -104,7 +105,52 @@ def test_heuristic_register_tile_and_partial_sums():
     opts = hand_coded_opts(matmul_ast(64, 64, 64, b_transposed=True), CRenderer())
     assert opts[:3] == [Opt(OptOps.PARTIAL, 2, 16), Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.UPCAST, 0, 4)]
     src = to_program(matmul_ast(64, 64, 64, b_transposed=True), CRenderer()).src
-    assert src.count("v16_float acc") == 16 and "acc0[15]" in src  # lanes added up after the loop
+    assert src.count("v16_float acc") == 16  # their lanes summed after the loop by a tree of shuffles
+    assert "__builtin_shufflevector(acc0, acc1, 0, 1, 2, 3, 4, 5, 6, 7, 16," in src and "acc0[" not in src
+
+
+@pytest.mark.parametrize("n, k, m, bt", [(256, 64, 256, False), (256, 64, 256, True), (64, 48, 512, True),
+                                         (96, 40, 128, False)])
+def test_heuristic_packs_the_b_panel(run_c, rng, n, k, m, bt):
+    # big enough to reuse B across row tiles: its columns' loop goes outside the rows, B packed into a panel
+    ast = matmul_ast(n, k, m, bt)
+    opts = hand_coded_opts(ast, CRenderer())
+    kinds = [o.op for o in opts]
+    assert kinds[:2] == [OptOps.UPCAST, OptOps.UPCAST] and OptOps.SWAP in kinds and OptOps.PACK in kinds, opts
+    prg = to_program(ast, CRenderer())
+    assert f"float local0[{k * 32}] __attribute__((aligned(64)));" in prg.src
+    # the panel is read with vector loads (x @ W.T too: its transpose is done once, by the copy)
+    assert "__builtin_memcpy(&val" in prg.src and "&local0[" in prg.src
+    a, b, want = reference(n, k, m, bt, rng)
+    (out, *_) = run_c(prg, np.zeros((n, m), np.float32), a, b)
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4, err_msg=str(opts))
+
+
+def test_pack_and_swap_opts(run_c, rng):
+    # PACK at each output axis of a batched matmul (the panel of what that axis does not move), with and without
+    # SWAP and tiles, against numpy; PACK refuses axes nothing inside is independent of
+    bs, n, k, m = 3, 16, 24, 32
+    r = [UOp.range(bs, 0, AxisType.GLOBAL), UOp.range(n, 1, AxisType.GLOBAL), UOp.range(m, 2, AxisType.GLOBAL),
+         UOp.range(k, 3, AxisType.REDUCE)]
+    val = param(1, bs * n * k).index(r[0] * n * k + r[1] * k + r[3]).load() * \
+        param(2, bs * k * m).index(r[0] * k * m + r[3] * m + r[2]).load()
+    ast = UOp.sink(param(0, bs * n * m).index(r[0] * n * m + r[1] * m + r[2]).store(
+        UOp(Ops.REDUCE, dtypes.float32, (val, r[3]), Ops.ADD)).end(*r[:3]))
+    a, b = rng.standard_normal((bs, n, k), dtype=np.float32), rng.standard_normal((bs, k, m), dtype=np.float32)
+    want = a @ b
+    plans = [[Opt(OptOps.PACK, 1, 0)], [Opt(OptOps.PACK, 2, 0)], [Opt(OptOps.SWAP, 1, 2), Opt(OptOps.PACK, 2, 0)],
+             [Opt(OptOps.UPCAST, 2, 16), Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.SWAP, 1, 2), Opt(OptOps.PACK, 2, 0),
+              Opt(OptOps.THREAD, 0, 2)],
+             [Opt(OptOps.UPCAST, 2, 32), Opt(OptOps.UNROLL, 3, 4), Opt(OptOps.PACK, 1, 0), Opt(OptOps.THREAD, 0, 2)]]
+    for opts in plans:
+        prg = to_program(ast, CRenderer(), opts)
+        assert "local0[" in prg.src
+        (out, *_) = run_c(prg, np.zeros((bs, n, m), np.float32), a, b)
+        np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5, err_msg=str(opts))
+    with pytest.raises(KernelOptError, match="PACK"):  # both loads move with the batch axis
+        apply_opt(ast, Opt(OptOps.PACK, 0, 0))
+    with pytest.raises(KernelOptError, match="SWAP"):
+        apply_opt(ast, Opt(OptOps.SWAP, 1, 3))
 
 
 @pytest.mark.parametrize("op", [Ops.ADD, Ops.MAX])

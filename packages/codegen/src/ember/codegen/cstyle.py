@@ -186,6 +186,8 @@ class CRenderer(Renderer):
             elif u.op is Ops.VECTORIZE:  # one value in every lane is a broadcast
                 names[u] = f"{self.ctype(u.dtype)}_bcast({a[0]})" if all(s is u.src[0] for s in u.src) else \
                     f"(({self.ctype(u.dtype)}){{{', '.join(a)}}})"
+            elif u.op is Ops.GEP and isinstance(u.arg, tuple):  # a shuffle of the lanes of its sources
+                names[u] = f"__builtin_shufflevector({a[0]}, {a[-1]}, {', '.join(map(str, u.arg))})"
             elif u.op is Ops.GEP:
                 names[u] = f"{a[0]}[{u.arg}]"
             elif u.op is Ops.RANGE:
@@ -202,6 +204,9 @@ class CRenderer(Renderer):
                 emit("}")
             elif u.op is Ops.DEFINE_REG:
                 names[u] = f"acc{u.arg}"
+            elif u.op is Ops.DEFINE_LOCAL:  # a panel (opt PACK) on the stack of the thread that fills it
+                names[u] = f"local{u.arg}"
+                emit(f"{self.ctype(u.dtype.base)} {names[u]}[{u.dtype.size}] __attribute__((aligned(64)));")
             elif u.op is Ops.INDEX:
                 names[u] = f"{a[0]}[{a[1]}]"
             elif u.op is Ops.LOAD:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+import itertools
+
 from ember.codegen.program import Opt, OptOps
 from ember.codegen.renderer import Renderer
-from ember.uops import AxisType, Ops, UOp, linear_terms
+from ember.uops import AddrSpace, AxisType, Ops, UOp, dtypes, linear_terms
 
 
 class KernelOptError(ValueError):
@@ -56,6 +59,49 @@ def partial_reduce(ast: UOp, r: UOp, amount: int, lane_id: int) -> UOp:
     return ast.substitute(nest)
 
 
+EXPANDED_KINDS = (AxisType.UPCAST, AxisType.UNROLL)
+MAX_PANEL_BYTES = 512 * 1024  # a packed panel stays well inside L2 (and the stack of an OpenMP thread)
+
+
+def _loop_order(r: UOp) -> tuple[int, int]:
+    return (_KIND_ORDER[r.arg[1]], r.arg[0])
+
+
+def pack_panels(ast: UOp, r: UOp) -> UOp:
+    """Every buffer load inside the loop of output range r that r does not move (the panel r's iterations reuse: B
+    of a matmul whose rows r walks) is read once per iteration of the loops outside r, into a thread-local buffer
+    (DEFINE_LOCAL) laid out by the ranges inside r, upcast and unrolled ones innermost; the loads read the panel.
+    A copy loop nest (fresh ranges, `LOOP` and `UPCAST`) fills it; the loads depend on its END, so it runs first."""
+    inside = {x for x in ast.toposort() if x.op is Ops.RANGE and _loop_order(x) > _loop_order(r)}
+    ids = itertools.count(max(x.arg[0] for x in kernel_ranges(ast)) + 1)
+    n_locals = itertools.count(sum(1 for u in ast.toposort() if u.op is Ops.DEFINE_LOCAL))
+    mapping: dict[UOp, UOp] = {}
+    for ld in [u for u in ast.toposort() if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX and
+               u.src[0].src[0].op is Ops.PARAM]:
+        deps = {x for x in ld.src[0].toposort() if x.op is Ops.RANGE}
+        panel = sorted(deps & inside, key=lambda x: (x.arg[1] in EXPANDED_KINDS, _loop_order(x)))
+        if r in deps or not panel or any(range_size(x) is None for x in panel):
+            continue
+        outer = sorted(deps - inside, key=_loop_order)
+        size, strides = 1, {}
+        for x in reversed(panel):
+            strides[x], size = size, size * range_size(x)
+        if size * ld.dtype.itemsize > MAX_PANEL_BYTES:
+            raise KernelOptError(f"PACK: a panel of {size} x {ld.dtype.itemsize} bytes is over {MAX_PANEL_BYTES}")
+        # declared in the loop of the innermost outer range it depends on: private to a thread that runs that loop
+        local = UOp(Ops.DEFINE_LOCAL, ld.dtype.ptr(size, AddrSpace.LOCAL), tuple(outer), next(n_locals))
+        fresh = {x: UOp.range(range_size(x), next(ids), AxisType.UPCAST if x.arg[1] in EXPANDED_KINDS else
+                              AxisType.LOOP) for x in panel}
+        at = functools.reduce(lambda a, b: a + b, [x * strides[x] for x in panel])
+        copy = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, local.dtype, (local, at.substitute(fresh))),
+                                             ld.replace(src=(ld.src[0].substitute(fresh), *ld.src[1:]))))
+        filled = UOp(Ops.END, dtypes.void, (copy, *sorted(fresh.values(), key=_loop_order)))
+        mapping[ld] = UOp(Ops.LOAD, ld.dtype, (UOp(Ops.INDEX, local.dtype, (local, at)), filled))
+    if not mapping:
+        raise KernelOptError(f"PACK: no load inside axis {r.arg[0]}'s loop is independent of it")
+    return ast.substitute(mapping)
+
+
 def apply_opt(ast: UOp, opt: Opt) -> UOp:
     """The kernel with one Opt applied (KernelOptError if it does not apply)."""
     rngs = kernel_ranges(ast)
@@ -68,6 +114,16 @@ def apply_opt(ast: UOp, opt: Opt) -> UOp:
             raise KernelOptError(f"{opt}: THREAD needs a GLOBAL axis and amount >= 1, axis {opt.axis} is {kind}")
         # the whole range is shared out across `amount` threads (the renderer splits it, remainders included)
         return ast.substitute({r: UOp.range(r.src[0], r.arg[0], AxisType.THREAD)})
+    if opt.op is OptOps.SWAP:
+        if not 0 <= opt.amount < len(rngs) or kind not in (AxisType.GLOBAL, AxisType.LOOP) or \
+                rngs[opt.amount].arg[1] is not kind or opt.amount == opt.axis:
+            raise KernelOptError(f"{opt}: SWAP needs two different output axes of one kind")
+        o = rngs[opt.amount]  # their ids set the loop order: exchange them
+        return ast.substitute({r: UOp.range(r.src[0], o.arg[0], kind), o: UOp.range(o.src[0], r.arg[0], kind)})
+    if opt.op is OptOps.PACK:
+        if kind not in (AxisType.GLOBAL, AxisType.LOOP, AxisType.THREAD):
+            raise KernelOptError(f"{opt}: PACK needs an output axis, axis {opt.axis} is {kind}")
+        return pack_panels(ast, r)
     if opt.op is OptOps.PARTIAL:
         if kind is not AxisType.REDUCE or size is None or opt.amount < 2 or size % opt.amount:
             raise KernelOptError(f"{opt}: PARTIAL needs a REDUCE axis whose size {size} the amount divides")
@@ -120,6 +176,27 @@ def _divisor(size: int | None, amounts: tuple[int, ...]) -> int | None:
     return next((a for a in amounts if a >= 2 and size is not None and size % a == 0 and size >= a), None)
 
 
+def _pack_plan(ast: UOp, ld: dict[UOp, int | None], other: UOp, j: UOp, j_amt: int, i_amt: int,
+               renderer: Renderer) -> bool | None:
+    """Whether a matmul's B load (strides `ld`) is worth packing under a j_amt x i_amt tile: the panel (the reduce
+    ranges and the tile's columns) fits MAX_PANEL_BYTES, the rows reuse it at least 4 times, and the outermost loop
+    left outside the rows still has 4 iterations to share across threads. None if not."""
+    size_of = {r: range_size(r) for r in kernel_ranges(ast)}
+    panel = j_amt
+    for r in ld:
+        if r.arg[1] is AxisType.REDUCE:
+            if size_of.get(r) is None:
+                return None
+            panel *= size_of[r]
+    reuse = (size_of[other] or 0) // i_amt
+    outer = [r for r in kernel_ranges(ast) if r.arg[1] is AxisType.GLOBAL and r is not other]
+    first = (size_of[outer[0]] or 0) // (j_amt if outer[0] is j else 1) if outer else 0
+    # (the same choice for any thread count: results must not depend on it)
+    if panel * 4 > MAX_PANEL_BYTES or reuse < 4 or (renderer.has_threads and outer and first < 4):
+        return None
+    return True
+
+
 def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
     """Opts without search, for a CPU with vectors of `renderer.max_vector` floats:
     - matmul-like (an output axis contiguous in the store and in a load that another output axis does not move):
@@ -152,17 +229,29 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
     contiguous_out = next((r for r in reversed(outputs) if store.get(r) == 1), None)
     tiled = False
     if reduces and contiguous_out is not None and vec > 1:
-        # matmul-like: a load contiguous along the output's contiguous axis, not moved by another output axis
-        # (a load inside the reduce, the one with an output axis to reuse it across first)
-        inside = [ld for ld in loads if any(r in ld for r in reduces) and ld.get(contiguous_out) == 1]
+        # matmul-like: a load inside the reduce that the contiguous output axis moves and another output axis does
+        # not (B of a matmul, reused across the rows of A): a register tile of that axis by two vectors and the other
+        # by 8, and the load packed into a panel (contiguous along the tile) when it fits; a load that is not
+        # contiguous along the axis (x @ W.T) is only tiled so, packed
+        inside = [ld for ld in loads if any(r in ld for r in reduces) and isinstance(ld.get(contiguous_out), int)]
         j_amt = _divisor(range_size(contiguous_out), (2 * vec, vec))
-        for ld in sorted(inside, key=lambda ld: all(r in ld for r in outputs)) if j_amt is not None else []:
+        for ld in sorted(inside, key=lambda ld: (ld[contiguous_out] != 1, all(r in ld for r in outputs))) \
+                if j_amt is not None else []:
             others = [r for r in outputs if r is not contiguous_out and r not in ld]
             other = others[-1] if others else None
             i_amt = _divisor(range_size(other), (8, 4, 2)) if other is not None else None
+            plan = _pack_plan(ast, ld, other, contiguous_out, j_amt, i_amt, renderer) if i_amt is not None else None
+            if plan is None and ld[contiguous_out] != 1:
+                continue
             add(Opt(OptOps.UPCAST, axis(contiguous_out), j_amt))
             if other is not None and i_amt is not None:
                 add(Opt(OptOps.UPCAST, axis(other), i_amt))
+            if plan is not None:  # the panel's outer axes before the rows, then the panel filled before their loop
+                o = next(r for r in kernel_ranges(ast) if r.arg[0] == other.arg[0])
+                for g in [r for r in kernel_ranges(ast) if r.arg[1] is AxisType.GLOBAL and r.arg[0] > o.arg[0]]:
+                    add(Opt(OptOps.SWAP, axis(o), axis(g)))
+                    o = next(r for r in kernel_ranges(ast) if r.arg[0] == g.arg[0])
+                add(Opt(OptOps.PACK, axis(o), 0))
             tiled = True
             break
     if not tiled and reduces and vec > 1:

@@ -21,7 +21,7 @@ def kernel_name(ast: UOp) -> str:
 
 
 def estimate(uops: tuple[UOp, ...]) -> Estimates:
-    """FLOPs and buffer bytes of one launch, counting each op once per iteration of the loops around it."""
+    """FLOPs and buffer bytes (not panels) of one launch, counting each op once per iteration of the loops around it."""
     flops = read = written = 0
     mult, stack = 1, []
     for u in uops:
@@ -30,9 +30,9 @@ def estimate(uops: tuple[UOp, ...]) -> Estimates:
             mult *= u.src[0].arg if u.src[0].op is Ops.CONST else 1
         elif u.op is Ops.END:
             mult = stack.pop()
-        elif u.op is Ops.LOAD and u.src[0].op is Ops.INDEX:
+        elif u.op is Ops.LOAD and u.src[0].op is Ops.INDEX and u.src[0].src[0].op is Ops.PARAM:
             read += mult * u.dtype.itemsize
-        elif u.op is Ops.STORE and u.src[0].op is Ops.INDEX:
+        elif u.op is Ops.STORE and u.src[0].op is Ops.INDEX and u.src[0].src[0].op is Ops.PARAM:
             written += mult * u.src[1].dtype.itemsize
         elif u.op in _FLOP_OPS and not _is_index_math(u):
             flops += mult * u.dtype.count  # a vector op does one per lane

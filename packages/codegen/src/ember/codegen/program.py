@@ -30,7 +30,8 @@ class OptOps(Enum):
     GROUP = auto()  # split a reduce across local threads
     THREAD = auto()  # split the outermost output axis across CPU threads
     PADTO = auto()
-    SWAP = auto()
+    SWAP = auto()  # exchange the loop positions of two output axes (`amount` is the other axis)
+    PACK = auto()  # stage the loads the loop of an output axis reuses into a thread-local panel, filled before it
     TC = auto()
 
 

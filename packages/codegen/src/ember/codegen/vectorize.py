@@ -10,12 +10,18 @@ loads of consecutive addresses a vector load, alike ALU ops and reduces the op o
 else is built lane by lane (VECTORIZE of the scalars). A seed is only replaced when its vector is more than such a
 build, so a kernel whose lanes are unalike keeps its scalar code.
 
-The vector UOps: a value of dtype `dt.vec(n)`; `VECTORIZE(*lanes)`; `GEP(v, arg=i)` lane i; `LOAD(INDEX(buf, i0))` of
-a vector dtype reads n elements from i0 on (unaligned); `STORE(INDEX(buf, i0), v)` writes them; a vector REDUCE keeps
-a vector accumulator.
+The vector UOps: a value of dtype `dt.vec(n)`; `VECTORIZE(*lanes)`; `GEP(v, arg=i)` lane i; `GEP(a, b, arg=(i, ...))`
+the lanes i, ... of a and b laid end to end (a shuffle); `LOAD(INDEX(buf, i0))` of a vector dtype reads n elements
+from i0 on (unaligned); `STORE(INDEX(buf, i0), v)` writes them; a vector REDUCE keeps a vector accumulator.
+
+The lanes of a vector accumulator are summed after its loop (`horizontal_sums`) by a tree of shuffles: n
+accumulators of w lanes become one vector of their n sums in n - 1 pairings and log2(w / n) halvings, each two
+shuffles and one op, instead of n * (w - 1) scalar ops on extracted lanes.
 """
 
 from __future__ import annotations
+
+import functools
 
 from ember.uops import DType, Ops, UOp, dtypes, linear_terms
 
@@ -45,6 +51,53 @@ def _alike(lanes: tuple[UOp, ...]) -> bool:
                for x in lanes)
 
 
+def shuffle(a: UOp, b: UOp, lanes: tuple[int, ...]) -> UOp:
+    """The vector of lanes `lanes` of a and b laid end to end (one lane: a plain GEP)."""
+    if len(lanes) == 1:
+        w = a.dtype.count
+        return UOp(Ops.GEP, a.dtype.scalar(), (a if lanes[0] < w else b,), lanes[0] % w)
+    return UOp(Ops.GEP, a.dtype.scalar().vec(len(lanes)), (a, b), lanes)
+
+
+def horizontal_sums(vs: list[UOp], op: Ops) -> UOp:
+    """The vector whose lane i is `op` over the lanes of vs[i] (len(vs) a power of two, at most their width)."""
+    w = vs[0].dtype.count
+    seg = w  # each vector holds its rows' partial values in contiguous segments of `seg` lanes
+    while len(vs) > 1:  # pair rows up: each row's segment halves, the rows of two vectors share one
+        seg //= 2
+        pairs = []
+        for a, b in zip(vs[::2], vs[1::2]):
+            rows = range(0, 2 * w, 2 * seg)
+            lo = tuple(r + j for r in rows for j in range(seg))
+            pairs.append(shuffle(a, b, lo).alu(op, shuffle(a, b, tuple(i + seg for i in lo))))
+        vs = pairs
+    v = vs[0]
+    while seg > 1:  # halve the segments of the one vector left: it narrows to one lane per row
+        seg //= 2
+        lo = tuple(r + j for r in range(0, v.dtype.count, 2 * seg) for j in range(seg))
+        v = shuffle(v, v, lo).alu(op, shuffle(v, v, tuple(i + seg for i in lo)))
+    return v
+
+
+def _whole_vectors(red: UOp) -> list[UOp] | None:
+    """The vectors whose every lane, in order, are the terms of a horizontal reduce; None if it is not one."""
+    if red.op is not Ops.REDUCE or red.arg not in (Ops.ADD, Ops.MAX) or len(red.src) != 1 or \
+            red.src[0].op is not Ops.NOOP:
+        return None
+    terms, vs, i = red.src[0].src, [], 0
+    while i < len(terms):
+        t = terms[i]
+        if t.op is not Ops.GEP or len(t.src) != 1 or t.arg != 0:
+            return None
+        v = t.src[0]
+        if i + v.dtype.count > len(terms) or any(terms[i + j].src != (v,) or terms[i + j].arg != j
+                                                 for j in range(v.dtype.count)):
+            return None
+        vs.append(v)
+        i += v.dtype.count
+    return vs if vs and all(v.dtype == vs[0].dtype for v in vs) else None
+
+
 def build(lanes: tuple[UOp, ...]) -> UOp:
     """A vector made of scalars, lane by lane."""
     return UOp(Ops.VECTORIZE, lanes[0].dtype.vec(len(lanes)), lanes)
@@ -66,17 +119,32 @@ class _SLP:
         vdt = v0.dtype.vec(n)
         if v0.op is Ops.LOAD and v0.src[0].op is Ops.INDEX:
             idx = [x.src[0] for x in lanes]
-            same_buf_mask = all(i.src[0] is idx[0].src[0] and i.src[2:] == idx[0].src[2:] for i in idx)
+            same_buf_mask = all(i.src[0] is idx[0].src[0] and i.src[2:] == idx[0].src[2:] for i in idx) and \
+                all(x.src[1:] == v0.src[1:] for x in lanes)
             if same_buf_mask and _consecutive([i.src[1] for i in idx]):
-                return UOp(Ops.LOAD, vdt, (idx[0],))
+                return UOp(Ops.LOAD, vdt, (idx[0], *v0.src[1:]))  # (a panel load keeps its fill as a source)
             return build(lanes)
         if v0.op in VECTOR_ALU and (v0.op is not Ops.EXP2 or v0.dtype == dtypes.float32):
             return UOp(v0.op, vdt, tuple(self.vec(col) for col in zip(*(x.src for x in lanes))), v0.arg)
+        if (hz := self.horizontal(lanes)) is not None:
+            return hz
         if v0.op is Ops.REDUCE and v0.arg in (Ops.ADD, Ops.MAX) and all(x.src[1:] == v0.src[1:] for x in lanes):
             return UOp(Ops.REDUCE, vdt, (self.vec(tuple(x.src[0] for x in lanes)), *v0.src[1:]), v0.arg)
         if v0.op is Ops.NOOP and v0.src:  # the terms of unrolled reduces, lane by lane
             return UOp(Ops.NOOP, vdt, tuple(self.vec(col) for col in zip(*(x.src for x in lanes))))
         return build(lanes)
+
+
+    def horizontal(self, lanes: tuple[UOp, ...]) -> UOp | None:
+        """Lanes that are each the horizontal reduce of whole vectors (of one width) as one shuffle tree."""
+        rows = [_whole_vectors(x) for x in lanes]
+        if any(r is None for r in rows) or len(lanes) & (len(lanes) - 1):
+            return None
+        w, op = rows[0][0].dtype.count, lanes[0].arg
+        if len(lanes) > w or any(v.dtype != rows[0][0].dtype for r in rows for v in r):
+            return None
+        # first the vectors of each row combined lane-wise, then one tree for all rows
+        return horizontal_sums([functools.reduce(lambda a, b: a.alu(op, b), r) for r in rows], op)
 
 
 def _chunks(n: int, lanes: int) -> list[tuple[int, int]]:
@@ -163,6 +231,11 @@ def vectorize(ast: UOp, vector_bytes: int) -> UOp:
     mapping = {}
     for u in ast.toposort():
         if u.op is Ops.NOOP and u.dtype == dtypes.void and u.src and all(s.op is Ops.STORE for s in u.src):
-            if (s := stores(u)) is not None:
-                mapping[u] = s
+            # a group may read what an earlier one stores (a packed panel): it sees that one vectorized
+            cur = u.substitute(mapping) if mapping else u
+            if (s := stores(cur)) is not None or cur is not u:
+                mapping[u] = s if s is not None else cur
+    ast = ast.substitute(mapping) if mapping else ast
+    # the horizontal reduces no vector store took in: one tree each
+    mapping = {u: hz for u in ast.toposort() if u.op is Ops.REDUCE and (hz := slp.horizontal((u,))) is not None}
     return ast.substitute(mapping) if mapping else ast
