@@ -68,37 +68,63 @@ def _loop_order(r: UOp) -> tuple[int, int]:
 
 
 def pack_panels(ast: UOp, r: UOp) -> UOp:
-    """Every buffer load inside the loop of output range r that r does not move (the panel r's iterations reuse: B
-    of a matmul whose rows r walks) is read once per iteration of the loops outside r, into a thread-local buffer
-    (DEFINE_LOCAL) laid out by the ranges inside r, upcast and unrolled ones innermost; the loads read the panel.
-    A copy loop nest (fresh ranges, `LOOP` and `UPCAST`) fills it; the loads depend on its END, so it runs first."""
-    inside = {x for x in ast.toposort() if x.op is Ops.RANGE and _loop_order(x) > _loop_order(r)}
+    """Every value a reduce inside the loop of output range r computes without r (the panel r's iterations reuse:
+    B of a matmul whose rows r walks, with whatever elementwise math was fused into it) is computed once per
+    iteration of the loops outside r, into a thread-local buffer (DEFINE_LOCAL) laid out by the ranges inside r,
+    upcast and unrolled ones innermost; the reduce reads the panel. A copy loop nest (fresh ranges, `LOOP` and
+    `UPCAST`) fills it; the reads depend on its END, so it runs first."""
+    order = _loop_order(r)
+    deps: dict[UOp, frozenset[UOp]] = {}
+    has_reduce: dict[UOp, bool] = {}
+    for u in ast.toposort():
+        deps[u] = frozenset({u} if u.op is Ops.RANGE else ()).union(*(deps[s] for s in u.src))
+        has_reduce[u] = u.op is Ops.REDUCE or any(has_reduce[s] for s in u.src)
+
+    def panel_of(u: UOp) -> list[UOp] | None:
+        inner = [x for x in deps[u] if _loop_order(x) > order]
+        if r in deps[u] or not inner or has_reduce[u] or u.op in (Ops.CONST, Ops.RANGE) or \
+                u.dtype.count > 1 or not dtypes.is_float(u.dtype) or any(range_size(x) is None for x in inner):
+            return None
+        return sorted(inner, key=lambda x: (x.arg[1] in EXPANDED_KINDS, _loop_order(x)))
+
+    found: dict[UOp, list[UOp]] = {}
+
+    def visit(u: UOp, seen: set[UOp]) -> None:
+        if u in seen:
+            return
+        seen.add(u)
+        if (panel := panel_of(u)) is not None:
+            found[u] = panel
+        else:
+            for s in u.src:
+                visit(s, seen)
+
+    seen: set[UOp] = set()
+    for red in [u for u in ast.toposort() if u.op is Ops.REDUCE]:
+        visit(red.src[0], seen)
+    if not found:
+        raise KernelOptError(f"PACK: no value a reduce inside axis {r.arg[0]}'s loop computes is independent of it")
     ids = itertools.count(max(x.arg[0] for x in kernel_ranges(ast)) + 1)
     n_locals = itertools.count(sum(1 for u in ast.toposort() if u.op is Ops.DEFINE_LOCAL))
     mapping: dict[UOp, UOp] = {}
-    for ld in [u for u in ast.toposort() if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX and
-               u.src[0].src[0].op is Ops.PARAM]:
-        deps = {x for x in ld.src[0].toposort() if x.op is Ops.RANGE}
-        panel = sorted(deps & inside, key=lambda x: (x.arg[1] in EXPANDED_KINDS, _loop_order(x)))
-        if r in deps or not panel or any(range_size(x) is None for x in panel):
-            continue
-        outer = sorted(deps - inside, key=_loop_order)
+    total = 0
+    for v, panel in found.items():
         size, strides = 1, {}
         for x in reversed(panel):
             strides[x], size = size, size * range_size(x)
-        if size * ld.dtype.itemsize > MAX_PANEL_BYTES:
-            raise KernelOptError(f"PACK: a panel of {size} x {ld.dtype.itemsize} bytes is over {MAX_PANEL_BYTES}")
+        total += size * v.dtype.itemsize
+        if total > MAX_PANEL_BYTES:
+            raise KernelOptError(f"PACK: panels of {total} bytes are over {MAX_PANEL_BYTES}")
         # declared in the loop of the innermost outer range it depends on: private to a thread that runs that loop
-        local = UOp(Ops.DEFINE_LOCAL, ld.dtype.ptr(size, AddrSpace.LOCAL), tuple(outer), next(n_locals))
+        outer = tuple(sorted((x for x in deps[v] if _loop_order(x) < order), key=_loop_order))
+        local = UOp(Ops.DEFINE_LOCAL, v.dtype.ptr(size, AddrSpace.LOCAL), outer, next(n_locals))
         fresh = {x: UOp.range(range_size(x), next(ids), AxisType.UPCAST if x.arg[1] in EXPANDED_KINDS else
                               AxisType.LOOP) for x in panel}
         at = functools.reduce(lambda a, b: a + b, [x * strides[x] for x in panel])
         copy = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, local.dtype, (local, at.substitute(fresh))),
-                                             ld.replace(src=(ld.src[0].substitute(fresh), *ld.src[1:]))))
+                                             v.substitute(fresh)))
         filled = UOp(Ops.END, dtypes.void, (copy, *sorted(fresh.values(), key=_loop_order)))
-        mapping[ld] = UOp(Ops.LOAD, ld.dtype, (UOp(Ops.INDEX, local.dtype, (local, at)), filled))
-    if not mapping:
-        raise KernelOptError(f"PACK: no load inside axis {r.arg[0]}'s loop is independent of it")
+        mapping[v] = UOp(Ops.LOAD, v.dtype, (UOp(Ops.INDEX, local.dtype, (local, at)), filled))
     return ast.substitute(mapping)
 
 
@@ -247,11 +273,20 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
             if other is not None and i_amt is not None:
                 add(Opt(OptOps.UPCAST, axis(other), i_amt))
             if plan is not None:  # the panel's outer axes before the rows, then the panel filled before their loop
-                o = next(r for r in kernel_ranges(ast) if r.arg[0] == other.arg[0])
-                for g in [r for r in kernel_ranges(ast) if r.arg[1] is AxisType.GLOBAL and r.arg[0] > o.arg[0]]:
-                    add(Opt(OptOps.SWAP, axis(o), axis(g)))
-                    o = next(r for r in kernel_ranges(ast) if r.arg[0] == g.arg[0])
-                add(Opt(OptOps.PACK, axis(o), 0))
+                trial, pack = ast, []
+                o = next(r for r in kernel_ranges(trial) if r.arg[0] == other.arg[0])
+                for g in [r for r in kernel_ranges(trial) if r.arg[1] is AxisType.GLOBAL and r.arg[0] > o.arg[0]]:
+                    rs = kernel_ranges(trial)
+                    pack.append(Opt(OptOps.SWAP, rs.index(o), rs.index(g)))
+                    trial = apply_opt(trial, pack[-1])
+                    o = next(r for r in kernel_ranges(trial) if r.arg[0] == g.arg[0])
+                pack.append(Opt(OptOps.PACK, kernel_ranges(trial).index(o), 0))
+                try:
+                    apply_opt(trial, pack[-1])
+                except KernelOptError:  # (its panels do not fit)
+                    pack = []
+                for opt in pack:
+                    add(opt)
             tiled = True
             break
     if not tiled and reduces and vec > 1:
