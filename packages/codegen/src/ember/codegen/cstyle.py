@@ -67,22 +67,27 @@ class CRenderer(Renderer):
     def ctype(self, dt: DType) -> str:
         if isinstance(dt, PtrDType):
             return self.ctype(dt.base) + "*"
+        if dt.count > 1 and dt.scalar() == dtypes.bool:  # a mask: -1 or 0 in ints as wide as the values compared
+            return f"v{dt.count}_int"
         if dt.count > 1:  # a GCC vector type, declared by render: `v16_float`
             return f"v{dt.count}_{self.ctype(dt.scalar()).replace(' ', '_')}"
         if dt not in C_TYPES:
             raise NotImplementedError(f"CRenderer: dtype {dt!r} is not supported by the C renderer yet")
         return C_TYPES[dt]
 
-    def _vector_helpers(self, dt: DType) -> str:
+    def _vector_helpers(self, dt: DType, typedefs: set[str]) -> str:
         """The typedef of a vector type and its helpers: broadcast, NaN-propagating max (as emb_maxf), and for float
         exp2 (2^round(x) from the exponent bits times a degree-7 Taylor polynomial of 2^f, |f| <= 1/2: relative
         error < 1e-7; 0 below 2^-125, inf from 2^128 on, NaN stays NaN)."""
         vt, st, n = self.ctype(dt), self.ctype(dt.scalar()), dt.count
         it = f"v{n}_{'int' if dt.scalar().itemsize == 4 else 'long_long'}"
         ist = "int" if dt.scalar().itemsize == 4 else "long long"
-        out = (f"typedef {st} {vt} __attribute__((vector_size({dt.itemsize})));\n"
-               f"typedef {ist} {it} __attribute__((vector_size({dt.itemsize})));\n"
-               f"static inline {vt} {vt}_bcast({st} x) {{ return ({vt}){{{', '.join(['x'] * n)}}}; }}\n"
+        out = ""
+        for t, v in ((st, vt), (ist, it)):  # (an int vector is its own mask type: declared once)
+            if v not in typedefs:
+                typedefs.add(v)
+                out += f"typedef {t} {v} __attribute__((vector_size({dt.itemsize})));\n"
+        out += (f"static inline {vt} {vt}_bcast({st} x) {{ return ({vt}){{{', '.join(['x'] * n)}}}; }}\n"
                f"static inline {vt} {vt}_sel({it} m, {vt} a, {vt} b) {{ "
                f"return ({vt})((m & ({it})a) | (~m & ({it})b)); }}\n"
                f"static inline {vt} {vt}_max({vt} a, {vt} b) {{ return {vt}_sel((a != a) | (a > b), a, b); }}\n")
@@ -104,6 +109,10 @@ class CRenderer(Renderer):
     def _alu(self, u: UOp, a: list[str]) -> str:
         if u.dtype.count > 1 and u.op in (Ops.MAX, Ops.EXP2):  # vectors: the helpers of _vector_helpers
             return f"{self.ctype(u.dtype)}_{'max' if u.op is Ops.MAX else 'exp2'}({', '.join(a)})"
+        if u.dtype.count > 1 and u.op is Ops.WHERE:
+            return f"{self.ctype(u.dtype)}_sel({', '.join(a)})"
+        if u.dtype.count > 1 and u.op is Ops.RECIPROCAL:
+            return f"({self.ctype(u.dtype)}_bcast(1.0{'f' if u.dtype.scalar() == dtypes.float32 else ''})/{a[0]})"
         op, dt = u.op, u.src[0].dtype if u.op in (Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ) else u.dtype
         is_float = dtypes.is_float(dt)
         fns = _MATH["double" if dt == dtypes.float64 else "float"]
@@ -182,8 +191,12 @@ class CRenderer(Renderer):
                 params.append(((1, u.arg[0]), f"long long {u.arg[0]}"))  # after the buffers, by name (vars order)
             elif u.op is Ops.CONST:
                 c = render_const(u.arg, u.dtype.scalar())
+                if u.dtype.count > 1 and u.dtype.scalar() == dtypes.bool:
+                    c = "-1" if u.arg else "0"  # a mask lane
                 names[u] = c if u.dtype.count == 1 else f"{self.ctype(u.dtype)}_bcast({c})"
             elif u.op is Ops.VECTORIZE:  # one value in every lane is a broadcast
+                if u.dtype.scalar() == dtypes.bool:  # mask lanes: -1 or 0
+                    a = [f"-(int)({x})" for x in a]
                 names[u] = f"{self.ctype(u.dtype)}_bcast({a[0]})" if all(s is u.src[0] for s in u.src) else \
                     f"(({self.ctype(u.dtype)}){{{', '.join(a)}}})"
             elif u.op is Ops.GEP and isinstance(u.arg, tuple):  # a shuffle of the lanes of its sources
@@ -239,6 +252,8 @@ class CRenderer(Renderer):
                     expr = f"(({self.ctype(u.dtype)})emb_bf16_to_f32({a[0]}))"
                 elif u.op is Ops.CAST and u.dtype == dtypes.bfloat16:
                     expr = f"emb_f32_to_bf16((float){a[0]})"
+                elif u.op is Ops.CAST and u.dtype.count > 1:
+                    expr = f"__builtin_convertvector({a[0]}, {self.ctype(u.dtype)})"
                 elif u.op is Ops.CAST:
                     expr = f"(({self.ctype(u.dtype)}){a[0]})"
                 elif u.op is Ops.BITCAST:
@@ -256,8 +271,11 @@ class CRenderer(Renderer):
             else:
                 raise NotImplementedError(f"CRenderer: cannot render {u.op}")
         signature = ", ".join(p for _, p in sorted(params))
-        vectors = sorted({u.dtype for u in uops if u.dtype.count > 1 and not isinstance(u.dtype, PtrDType)})
-        typedefs = "".join(self._vector_helpers(dt) for dt in vectors)
+        vectors = sorted({u.dtype for u in uops if u.dtype.count > 1 and not isinstance(u.dtype, PtrDType) and
+                          u.dtype.scalar() != dtypes.bool} | {dtypes.int32.vec(u.dtype.count) for u in uops if
+                                                              u.dtype.count > 1 and u.dtype.scalar() == dtypes.bool})
+        declared: set[str] = set()
+        typedefs = "".join(self._vector_helpers(dt, declared) for dt in vectors)
         return _PRELUDE + typedefs + f"void {name}({signature}) {{\n" + "\n".join(lines) + "\n}\n"
 
 

@@ -25,10 +25,13 @@ import functools
 
 from ember.uops import DType, Ops, UOp, dtypes, linear_terms
 
-# ops the C renderer computes on vectors (GCC vector extensions: + * / and negation are lane-wise; max, and exp2 of
-# float32, by helper functions)
-VECTOR_ALU = frozenset({Ops.ADD, Ops.MUL, Ops.FDIV, Ops.NEG, Ops.MAX, Ops.EXP2})
-VECTOR_DTYPES = (dtypes.float32, dtypes.float64)
+# ops the C renderer computes on vectors (GCC vector extensions: + * / negation and comparisons are lane-wise; max,
+# select, reciprocal, exp2 of float32 and conversions by helpers or builtins)
+VECTOR_ALU = frozenset({Ops.ADD, Ops.MUL, Ops.FDIV, Ops.NEG, Ops.MAX, Ops.EXP2, Ops.RECIPROCAL, Ops.WHERE, Ops.CAST})
+VECTOR_CMP = frozenset({Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ})
+VECTOR_DTYPES = (dtypes.float32, dtypes.float64, dtypes.int32)
+# a vector of bools is a mask as wide as the values compared (GCC: -1 or 0 per lane); only 4-byte masks are made
+MASK_ITEMSIZE = 4
 
 
 def _index_key(idx: UOp) -> tuple[frozenset[tuple[UOp, int]], int]:
@@ -114,7 +117,13 @@ class _SLP:
 
     def _vec(self, lanes: tuple[UOp, ...]) -> UOp:
         v0, n = lanes[0], len(lanes)
-        if all(x is v0 for x in lanes) or v0.dtype not in VECTOR_DTYPES or not _alike(lanes):
+        if all(x is v0 for x in lanes) or not _alike(lanes):
+            return build(lanes)
+        if v0.dtype == dtypes.bool:  # comparisons of 4-byte values: a mask
+            if v0.op in VECTOR_CMP and v0.src[0].dtype in VECTOR_DTYPES and v0.src[0].dtype.itemsize == MASK_ITEMSIZE:
+                return UOp(v0.op, v0.dtype.vec(n), tuple(self.vec(col) for col in zip(*(x.src for x in lanes))))
+            return build(lanes)
+        if v0.dtype not in VECTOR_DTYPES:
             return build(lanes)
         vdt = v0.dtype.vec(n)
         if v0.op is Ops.LOAD and v0.src[0].op is Ops.INDEX:
@@ -124,7 +133,7 @@ class _SLP:
             if same_buf_mask and _consecutive([i.src[1] for i in idx]):
                 return UOp(Ops.LOAD, vdt, (idx[0], *v0.src[1:]))  # (a panel load keeps its fill as a source)
             return build(lanes)
-        if v0.op in VECTOR_ALU and (v0.op is not Ops.EXP2 or v0.dtype == dtypes.float32):
+        if v0.op in VECTOR_ALU and _vector_ok(v0):
             return UOp(v0.op, vdt, tuple(self.vec(col) for col in zip(*(x.src for x in lanes))), v0.arg)
         if (hz := self.horizontal(lanes)) is not None:
             return hz
@@ -145,6 +154,20 @@ class _SLP:
             return None
         # first the vectors of each row combined lane-wise, then one tree for all rows
         return horizontal_sums([functools.reduce(lambda a, b: a.alu(op, b), r) for r in rows], op)
+
+
+def _vector_ok(v0: UOp) -> bool:
+    """Whether an ALU op of this dtype has a vector form (exp2: float32; select: 4-byte values and mask; casts:
+    between 4-byte number types; reciprocal: floats)."""
+    if v0.op is Ops.EXP2:
+        return v0.dtype == dtypes.float32
+    if v0.op is Ops.WHERE:
+        return v0.dtype.itemsize == MASK_ITEMSIZE
+    if v0.op is Ops.CAST:
+        return v0.src[0].dtype in VECTOR_DTYPES and v0.src[0].dtype.itemsize == v0.dtype.itemsize
+    if v0.op in (Ops.RECIPROCAL, Ops.FDIV):
+        return dtypes.is_float(v0.dtype)
+    return True
 
 
 def _chunks(n: int, lanes: int) -> list[tuple[int, int]]:
