@@ -11,7 +11,7 @@ from ember.codegen import CRenderer, to_program
 from ember.runtime import Device
 from ember.schedule import schedule
 from ember.tensor import Tensor, engine
-from ember.uops import UOp
+from ember.uops import UOp, dtypes
 
 
 def kernel_ast(t: Tensor) -> UOp:
@@ -103,3 +103,19 @@ def test_vector_exp2_and_max_match_numpy():
     # a NaN anywhere in a row makes its max NaN, as numpy
     rows = x.reshape(-1, 32)
     np.testing.assert_array_equal(Tensor(rows).max(1).numpy(), rows.max(1))
+
+
+def test_vector_masks_selects_reciprocals_and_casts_match_numpy():
+    # comparisons become masks, WHERE a select, 1/x and int32 -> float32 whole vectors (a causal mask from aranges,
+    # a sigmoid), against numpy
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((64, 256), dtype=np.float32)
+    i = rng.integers(-50, 50, (64, 256)).astype(np.int32)
+    rows, cols = Tensor.arange(64).reshape(64, 1), Tensor.arange(256).reshape(1, 256)
+    tx, ti = Tensor(x), Tensor(i)
+    t = (cols <= rows).where(tx, ti.cast(dtypes.float32)) + (1 + (-tx).exp()).reciprocal()
+    want = np.where(np.arange(256)[None] <= np.arange(64)[:, None], x, i.astype(np.float32)) + 1 / (1 + np.exp(-x))
+    src = to_program(kernel_ast(t), CRenderer()).src
+    np.testing.assert_allclose(t.numpy(), want, rtol=1e-6, atol=1e-6)
+    assert "v16_float_sel(" in src and "__builtin_convertvector(" in src and "(v16_float_bcast(1.0f)/" in src, src
+    assert "exp2f(" not in src  # no lane left scalar

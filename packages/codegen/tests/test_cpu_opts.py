@@ -211,3 +211,28 @@ def test_every_combination_small(run_c, rng):
         np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-5, err_msg=str(pair))
         tried += 1
     assert tried >= 20
+
+
+@pytest.mark.parametrize("n, k, m, bt", [(16, 32, 64, False), (32, 16, 48, True)])
+def test_beam_action_chains(run_c, rng, n, k, m, bt):
+    # chains of what BEAM may pick (search.actions: SWAP and PACK included), each against numpy
+    from ember.codegen.search import actions
+
+    ast = matmul_ast(n, k, m, bt)
+    a, b, want = reference(n, k, m, bt, rng)
+    chains, frontier = [], [[]]
+    for _ in range(3):
+        nxt = [opts + [c] for opts in frontier for c in actions(apply_opts(ast, opts), CRenderer())]
+        frontier = nxt[::max(1, len(nxt) // 16)]
+        chains += frontier
+    chains += [[c] for c in actions(ast, CRenderer()) if c.op in (OptOps.SWAP, OptOps.PACK)]
+    used = set()
+    for opts in chains:
+        try:
+            prg = to_program(ast, CRenderer(), opts)
+        except KernelOptError:
+            continue
+        (out, *_) = run_c(prg, np.zeros((n, m), np.float32), a, b)
+        np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-5, err_msg=str(opts))
+        used |= {o.op for o in opts}
+    assert {OptOps.SWAP, OptOps.PACK, OptOps.UPCAST, OptOps.PARTIAL} <= used, used

@@ -24,7 +24,7 @@ from ember.codegen.opt import KernelOptError, apply_opts, hand_coded_opts, kerne
 from ember.codegen.pipeline import to_program
 from ember.codegen.program import Opt, OptOps, ProgramSpec
 from ember.codegen.renderer import Renderer
-from ember.uops import AxisType, UOp
+from ember.uops import AxisType, Ops, UOp
 
 MAX_EXPANSION = 256  # most copies the UPCAST / UNROLL / PARTIAL axes of one kernel may expand into
 timed = 0  # candidates timed in this process (a search answered by the cache times none)
@@ -46,6 +46,7 @@ def actions(ast: UOp, renderer: Renderer) -> list[Opt]:
     """Every single opt that applies to the kernel and keeps its expansion within MAX_EXPANSION."""
     rngs = kernel_ranges(ast)
     threaded = any(r.arg[1] is AxisType.THREAD for r in rngs)
+    packed = any(u.op is Ops.DEFINE_LOCAL for u in ast.toposort())
     room = MAX_EXPANSION // _expansion(ast)
     out: list[Opt] = []
     for i, r in enumerate(rngs):
@@ -56,6 +57,9 @@ def actions(ast: UOp, renderer: Renderer) -> list[Opt]:
             out += [Opt(OptOps.UPCAST, i, a) for a in (2, 4, 8, 16, 32) if size % a == 0 and a <= room]
             if renderer.has_threads and renderer.max_threads > 1 and not threaded and size >= 2:
                 out.append(Opt(OptOps.THREAD, i, renderer.max_threads))
+            out += [Opt(OptOps.SWAP, i, j) for j in range(i + 1, len(rngs)) if rngs[j].arg[1] is AxisType.GLOBAL]
+        if kind in (AxisType.GLOBAL, AxisType.THREAD) and not packed and renderer.has_threads:  # (panels live on a CPU thread stack)
+            out.append(Opt(OptOps.PACK, i, 0))
         elif kind is AxisType.REDUCE:
             out += [Opt(OptOps.UNROLL, i, a) for a in (2, 4, 8, 16) if size % a == 0 and a <= room]
             out += [Opt(OptOps.PARTIAL, i, a) for a in (8, 16, 32) if size % a == 0 and size > a and a <= room]
