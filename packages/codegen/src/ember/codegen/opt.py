@@ -258,8 +258,8 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
         # matmul-like: a load inside the reduce that the contiguous output axis moves and another output axis does
         # not (B of a matmul, reused across the rows of A): a register tile of that axis by two vectors and the other
         # by 8, and the load packed into a panel (contiguous along the tile) when it fits; a load that is not
-        # contiguous along the axis (x @ W.T) is only tiled so, packed
-        inside = [ld for ld in loads if any(r in ld for r in reduces) and isinstance(ld.get(contiguous_out), int)]
+        # contiguous along the axis (x @ W.T, or not even affine in it: RoPE's pairs) is only tiled so, packed
+        inside = [ld for ld in loads if any(r in ld for r in reduces) and contiguous_out in ld]
         j_amt = _divisor(range_size(contiguous_out), (2 * vec, vec))
         for ld in sorted(inside, key=lambda ld: (ld[contiguous_out] != 1, all(r in ld for r in outputs))) \
                 if j_amt is not None else []:
