@@ -127,7 +127,7 @@ class CRenderer(Renderer):
             Ops.SHL: lambda x, y: f"({x}<<{y})", Ops.SHR: lambda x, y: f"({x}>>{y})",
             Ops.POW: lambda x, y: f"{fns[5]}({x}, {y})"}
         unary = {Ops.EXP2: fns[0], Ops.LOG2: fns[1], Ops.SIN: fns[2], Ops.SQRT: fns[3], Ops.TRUNC: fns[4]}
-        if dt == dtypes.bool and op in (Ops.ADD, Ops.MUL):  # bool arithmetic stays bool: or / and
+        if dt.scalar() == dtypes.bool and op in (Ops.ADD, Ops.MUL):  # bool arithmetic stays bool: or / and
             op = Ops.OR if op is Ops.ADD else Ops.AND
         if op in binary:
             ret = binary[op](a[0], a[1])

@@ -30,6 +30,7 @@ from ember.uops import DType, Ops, UOp, dtypes, linear_terms
 VECTOR_ALU = frozenset({Ops.ADD, Ops.MUL, Ops.FDIV, Ops.NEG, Ops.MAX, Ops.EXP2, Ops.RECIPROCAL, Ops.WHERE, Ops.CAST})
 VECTOR_CMP = frozenset({Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ})
 VECTOR_DTYPES = (dtypes.float32, dtypes.float64, dtypes.int32)
+MASK_LOGIC = frozenset({Ops.AND, Ops.OR, Ops.XOR, Ops.WHERE, Ops.ADD, Ops.MUL})  # (bool + and * are or, and)
 # a vector of bools is a mask as wide as the values compared (GCC: -1 or 0 per lane); only 4-byte masks are made
 MASK_ITEMSIZE = 4
 
@@ -119,8 +120,9 @@ class _SLP:
         v0, n = lanes[0], len(lanes)
         if all(x is v0 for x in lanes) or not _alike(lanes):
             return build(lanes)
-        if v0.dtype == dtypes.bool:  # comparisons of 4-byte values: a mask
-            if v0.op in VECTOR_CMP and v0.src[0].dtype in VECTOR_DTYPES and v0.src[0].dtype.itemsize == MASK_ITEMSIZE:
+        if v0.dtype == dtypes.bool:  # comparisons of 4-byte values are a mask, logic on masks is bitwise
+            if (v0.op in VECTOR_CMP and v0.src[0].dtype in VECTOR_DTYPES and
+                    v0.src[0].dtype.itemsize == MASK_ITEMSIZE) or v0.op in MASK_LOGIC:
                 return UOp(v0.op, v0.dtype.vec(n), tuple(self.vec(col) for col in zip(*(x.src for x in lanes))))
             return build(lanes)
         if v0.dtype not in VECTOR_DTYPES:
