@@ -58,11 +58,11 @@ def actions(ast: UOp, renderer: Renderer) -> list[Opt]:
             if renderer.has_threads and renderer.max_threads > 1 and not threaded and size >= 2:
                 out.append(Opt(OptOps.THREAD, i, renderer.max_threads))
             out += [Opt(OptOps.SWAP, i, j) for j in range(i + 1, len(rngs)) if rngs[j].arg[1] is AxisType.GLOBAL]
-        if kind in (AxisType.GLOBAL, AxisType.THREAD) and not packed and renderer.has_threads:  # (panels live on a CPU thread stack)
-            out.append(Opt(OptOps.PACK, i, 0))
         elif kind is AxisType.REDUCE:
             out += [Opt(OptOps.UNROLL, i, a) for a in (2, 4, 8, 16) if size % a == 0 and a <= room]
             out += [Opt(OptOps.PARTIAL, i, a) for a in (8, 16, 32) if size % a == 0 and size > a and a <= room]
+        if kind in (AxisType.GLOBAL, AxisType.THREAD) and not packed and renderer.has_threads:
+            out.append(Opt(OptOps.PACK, i, 0))  # (a panel lives on the stack of a CPU thread)
     return out
 
 
