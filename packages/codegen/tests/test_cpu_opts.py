@@ -70,18 +70,24 @@ def opt_lists(ast, depth=3, limit=12):
 
 @pytest.mark.parametrize("n, k, m, bt", [(8, 32, 64, False), (24, 48, 32, True), (6, 16, 96, False)])
 def test_matmul_opt_chains(run_c, rng, n, k, m, bt):
+    assert len(check_chains(run_c, rng, (n, k, m, bt), opt_lists(matmul_ast(n, k, m, bt)))) >= 25
+
+
+def check_chains(run_c, rng, shape, chains):
+    """Each opt list that applies to the matmul of `shape` against numpy; the lists that applied."""
+    n, k, m, bt = shape
     ast = matmul_ast(n, k, m, bt)
     a, b, want = reference(n, k, m, bt, rng)
-    tried = 0
-    for opts in opt_lists(ast):
+    applied = []
+    for opts in chains:
         try:
             prg = to_program(ast, CRenderer(), opts)
         except KernelOptError:
             continue
         (out, *_) = run_c(prg, np.zeros((n, m), np.float32), a, b)
         np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-5, err_msg=str(opts))
-        tried += 1
-    assert tried >= 25
+        applied.append(opts)
+    return applied
 
 
 @pytest.mark.parametrize("n, k, m, bt", [(7, 33, 5, False), (1, 1, 1, False), (100, 37, 129, True), (64, 96, 48, False),
@@ -219,20 +225,11 @@ def test_beam_action_chains(run_c, rng, n, k, m, bt):
     from ember.codegen.search import actions
 
     ast = matmul_ast(n, k, m, bt)
-    a, b, want = reference(n, k, m, bt, rng)
     chains, frontier = [], [[]]
     for _ in range(3):
         nxt = [opts + [c] for opts in frontier for c in actions(apply_opts(ast, opts), CRenderer())]
         frontier = nxt[::max(1, len(nxt) // 16)]
         chains += frontier
     chains += [[c] for c in actions(ast, CRenderer()) if c.op in (OptOps.SWAP, OptOps.PACK)]
-    used = set()
-    for opts in chains:
-        try:
-            prg = to_program(ast, CRenderer(), opts)
-        except KernelOptError:
-            continue
-        (out, *_) = run_c(prg, np.zeros((n, m), np.float32), a, b)
-        np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-5, err_msg=str(opts))
-        used |= {o.op for o in opts}
+    used = {o.op for opts in check_chains(run_c, rng, (n, k, m, bt), chains) for o in opts}
     assert {OptOps.SWAP, OptOps.PACK, OptOps.UPCAST, OptOps.PARTIAL} <= used, used
