@@ -271,9 +271,9 @@ class CRenderer(Renderer):
             else:
                 raise NotImplementedError(f"CRenderer: cannot render {u.op}")
         signature = ", ".join(p for _, p in sorted(params))
-        vectors = sorted({u.dtype for u in uops if u.dtype.count > 1 and not isinstance(u.dtype, PtrDType) and
-                          u.dtype.scalar() != dtypes.bool} | {dtypes.int32.vec(u.dtype.count) for u in uops if
-                                                              u.dtype.count > 1 and u.dtype.scalar() == dtypes.bool})
+        # the vector types used (a mask is an int vector) each get their typedef and helpers once
+        vectors = sorted({dtypes.int32.vec(u.dtype.count) if u.dtype.scalar() == dtypes.bool else u.dtype
+                          for u in uops if u.dtype.count > 1 and not isinstance(u.dtype, PtrDType)})
         declared: set[str] = set()
         typedefs = "".join(self._vector_helpers(dt, declared) for dt in vectors)
         return _PRELUDE + typedefs + f"void {name}({signature}) {{\n" + "\n".join(lines) + "\n}\n"

@@ -13,7 +13,7 @@ import itertools
 
 from ember.codegen.expand import pm_expand
 from ember.codegen.linearize import open_range_sets
-from ember.codegen.opt import _KIND_ORDER
+from ember.codegen.opt import range_order
 from ember.codegen.vectorize import vectorize
 from ember.uops import DType, GroupOp, Ops, PatternMatcher, UOp, UPat, dtypes, graph_rewrite, symbolic
 
@@ -31,10 +31,6 @@ def reduce_identity(op: Ops, dtype: DType) -> int | float | bool:
 def open_ranges(u: UOp) -> set[UOp]:
     """The RANGEs a value depends on that are not closed below it (by an END)."""
     return set(open_range_sets(u.toposort())[u])
-
-
-def range_order(r: UOp) -> tuple[int, int]:
-    return (_KIND_ORDER[r.arg[1]], r.arg[0])
 
 
 def lower_reduces(reduces: list[UOp], ids: itertools.count) -> dict[UOp, UOp]:

@@ -20,10 +20,15 @@ OUTPUT_KINDS = (AxisType.THREAD, AxisType.GLOBAL, AxisType.LOCAL, AxisType.LOOP,
 REDUCE_KINDS = (AxisType.REDUCE, AxisType.GROUP_REDUCE, AxisType.UNROLL)
 
 
+def range_order(r: UOp) -> tuple[int, int]:
+    """Where a RANGE's loop nests: by kind (threads outermost, unrolls innermost), then by axis id."""
+    return (_KIND_ORDER[r.arg[1]], r.arg[0])
+
+
 def kernel_ranges(ast: UOp) -> list[UOp]:
     """The RANGEs of a kernel in opt-axis order: output axes first, then reduce axes, each by axis id."""
     rngs = {u for u in ast.toposort() if u.op is Ops.RANGE}
-    return sorted(rngs, key=lambda r: (_KIND_ORDER[r.arg[1]], r.arg[0]))
+    return sorted(rngs, key=range_order)
 
 
 def range_size(r: UOp) -> int | None:
@@ -63,17 +68,13 @@ EXPANDED_KINDS = (AxisType.UPCAST, AxisType.UNROLL)
 MAX_PANEL_BYTES = 512 * 1024  # a packed panel stays well inside L2 (and the stack of an OpenMP thread)
 
 
-def _loop_order(r: UOp) -> tuple[int, int]:
-    return (_KIND_ORDER[r.arg[1]], r.arg[0])
-
-
 def pack_panels(ast: UOp, r: UOp) -> UOp:
     """Every value a reduce inside the loop of output range r computes without r (the panel r's iterations reuse:
     B of a matmul whose rows r walks, with whatever elementwise math was fused into it) is computed once per
     iteration of the loops outside r, into a thread-local buffer (DEFINE_LOCAL) laid out by the ranges inside r,
     upcast and unrolled ones innermost; the reduce reads the panel. A copy loop nest (fresh ranges, `LOOP` and
     `UPCAST`) fills it; the reads depend on its END, so it runs first."""
-    order = _loop_order(r)
+    order = range_order(r)
     deps: dict[UOp, frozenset[UOp]] = {}
     has_reduce: dict[UOp, bool] = {}
     for u in ast.toposort():
@@ -81,11 +82,11 @@ def pack_panels(ast: UOp, r: UOp) -> UOp:
         has_reduce[u] = u.op is Ops.REDUCE or any(has_reduce[s] for s in u.src)
 
     def panel_of(u: UOp) -> list[UOp] | None:
-        inner = [x for x in deps[u] if _loop_order(x) > order]
+        inner = [x for x in deps[u] if range_order(x) > order]
         if r in deps[u] or not inner or has_reduce[u] or u.op in (Ops.CONST, Ops.RANGE) or \
                 u.dtype.count > 1 or not dtypes.is_float(u.dtype) or any(range_size(x) is None for x in inner):
             return None
-        return sorted(inner, key=lambda x: (x.arg[1] in EXPANDED_KINDS, _loop_order(x)))
+        return sorted(inner, key=lambda x: (x.arg[1] in EXPANDED_KINDS, range_order(x)))
 
     found: dict[UOp, list[UOp]] = {}
 
@@ -116,14 +117,14 @@ def pack_panels(ast: UOp, r: UOp) -> UOp:
         if total > MAX_PANEL_BYTES:
             raise KernelOptError(f"PACK: panels of {total} bytes are over {MAX_PANEL_BYTES}")
         # declared in the loop of the innermost outer range it depends on: private to a thread that runs that loop
-        outer = tuple(sorted((x for x in deps[v] if _loop_order(x) < order), key=_loop_order))
+        outer = tuple(sorted((x for x in deps[v] if range_order(x) < order), key=range_order))
         local = UOp(Ops.DEFINE_LOCAL, v.dtype.ptr(size, AddrSpace.LOCAL), outer, next(n_locals))
         fresh = {x: UOp.range(range_size(x), next(ids), AxisType.UPCAST if x.arg[1] in EXPANDED_KINDS else
                               AxisType.LOOP) for x in panel}
         at = functools.reduce(lambda a, b: a + b, [x * strides[x] for x in panel])
         copy = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, local.dtype, (local, at.substitute(fresh))),
                                              v.substitute(fresh)))
-        filled = UOp(Ops.END, dtypes.void, (copy, *sorted(fresh.values(), key=_loop_order)))
+        filled = UOp(Ops.END, dtypes.void, (copy, *sorted(fresh.values(), key=range_order)))
         mapping[v] = UOp(Ops.LOAD, v.dtype, (UOp(Ops.INDEX, local.dtype, (local, at)), filled))
     return ast.substitute(mapping)
 
@@ -202,25 +203,23 @@ def _divisor(size: int | None, amounts: tuple[int, ...]) -> int | None:
     return next((a for a in amounts if a >= 2 and size is not None and size % a == 0 and size >= a), None)
 
 
-def _pack_plan(ast: UOp, ld: dict[UOp, int | None], other: UOp, j: UOp, j_amt: int, i_amt: int,
-               renderer: Renderer) -> bool | None:
+def _worth_packing(ast: UOp, ld: dict[UOp, int | None], other: UOp, j: UOp, j_amt: int, i_amt: int,
+                   renderer: Renderer) -> bool:
     """Whether a matmul's B load (strides `ld`) is worth packing under a j_amt x i_amt tile: the panel (the reduce
     ranges and the tile's columns) fits MAX_PANEL_BYTES, the rows reuse it at least 4 times, and the outermost loop
-    left outside the rows still has 4 iterations to share across threads. None if not."""
+    left outside the rows still has 4 iterations to share across threads."""
     size_of = {r: range_size(r) for r in kernel_ranges(ast)}
     panel = j_amt
     for r in ld:
         if r.arg[1] is AxisType.REDUCE:
             if size_of.get(r) is None:
-                return None
+                return False
             panel *= size_of[r]
     reuse = (size_of[other] or 0) // i_amt
     outer = [r for r in kernel_ranges(ast) if r.arg[1] is AxisType.GLOBAL and r is not other]
     first = (size_of[outer[0]] or 0) // (j_amt if outer[0] is j else 1) if outer else 0
     # (the same choice for any thread count: results must not depend on it)
-    if panel * 4 > MAX_PANEL_BYTES or reuse < 4 or (renderer.has_threads and outer and first < 4):
-        return None
-    return True
+    return panel * 4 <= MAX_PANEL_BYTES and reuse >= 4 and not (renderer.has_threads and outer and first < 4)
 
 
 def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
@@ -266,27 +265,28 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
             others = [r for r in outputs if r is not contiguous_out and r not in ld]
             other = others[-1] if others else None
             i_amt = _divisor(range_size(other), (8, 4, 2)) if other is not None else None
-            plan = _pack_plan(ast, ld, other, contiguous_out, j_amt, i_amt, renderer) if i_amt is not None else None
-            if plan is None and ld[contiguous_out] != 1:
+            pack = i_amt is not None and _worth_packing(ast, ld, other, contiguous_out, j_amt, i_amt, renderer)
+            if not pack and ld[contiguous_out] != 1:
                 continue
             add(Opt(OptOps.UPCAST, axis(contiguous_out), j_amt))
             if other is not None and i_amt is not None:
                 add(Opt(OptOps.UPCAST, axis(other), i_amt))
-            if plan is not None:  # the panel's outer axes before the rows, then the panel filled before their loop
-                trial, pack = ast, []
+            if pack:  # the panel's outer axes before the rows, then the panel filled before their loop
+                trial, steps = ast, []
                 o = next(r for r in kernel_ranges(trial) if r.arg[0] == other.arg[0])
                 for g in [r for r in kernel_ranges(trial) if r.arg[1] is AxisType.GLOBAL and r.arg[0] > o.arg[0]]:
                     rs = kernel_ranges(trial)
-                    pack.append(Opt(OptOps.SWAP, rs.index(o), rs.index(g)))
-                    trial = apply_opt(trial, pack[-1])
+                    steps.append(Opt(OptOps.SWAP, rs.index(o), rs.index(g)))
+                    trial = apply_opt(trial, steps[-1])
                     o = next(r for r in kernel_ranges(trial) if r.arg[0] == g.arg[0])
-                pack.append(Opt(OptOps.PACK, kernel_ranges(trial).index(o), 0))
+                steps.append(Opt(OptOps.PACK, kernel_ranges(trial).index(o), 0))
                 try:
-                    apply_opt(trial, pack[-1])
-                except KernelOptError:  # (its panels do not fit)
-                    pack = []
-                for opt in pack:
-                    add(opt)
+                    trial = apply_opt(trial, steps[-1])
+                except KernelOptError:  # (its panels do not fit: keep the tile as it is)
+                    pass
+                else:
+                    ast = trial
+                    opts.extend(steps)
             tiled = True
             break
     if not tiled and reduces and vec > 1:

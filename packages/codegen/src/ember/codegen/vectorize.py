@@ -145,7 +145,6 @@ class _SLP:
             return UOp(Ops.NOOP, vdt, tuple(self.vec(col) for col in zip(*(x.src for x in lanes))))
         return build(lanes)
 
-
     def horizontal(self, lanes: tuple[UOp, ...]) -> UOp | None:
         """Lanes that are each the horizontal reduce of whole vectors (of one width) as one shuffle tree."""
         rows = [_whole_vectors(x) for x in lanes]
