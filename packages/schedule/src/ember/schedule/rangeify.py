@@ -21,6 +21,7 @@ from ember.uops import (
     dtypes,
     graph_rewrite,
     movement_index,
+    pm_reduce_collapse,
     prod,
     simplify_given_valid,
     symbolic,
@@ -227,6 +228,7 @@ pm_rangeify = PatternMatcher([
     (UPat(Ops.INDEX, src=(UPat(GroupOp.Elementwise, name="x"),), **_view), push_elementwise),
     (UPat(Ops.INDEX, src=(UPat(Ops.REDUCE_AXIS, name="x"),), **_view), push_reduce),
     (UPat(Ops.INDEX, src=(UPat(Ops.CONST, name="x"),), **_view), lambda i, x: UOp.const(x.dtype, x.arg)),
+    (UPat(Ops.INDEX, src=(UPat(Ops.IOTA, name="x"),), **_view), lambda i, x: i.src[2].cast(x.dtype)),
     (UPat(Ops.INDEX, src=(UPat((Ops.DETACH, Ops.CONTIGUOUS), name="x"),), **_view),
      lambda i, x: view(x.src[0], i.src[1], i.src[2:])),
     (UPat(Ops.INDEX, src=(UPat(Ops.ASSIGN, name="x"),), **_view), lambda i, x: view(x.src[1], i.src[1], i.src[2:])),
@@ -254,8 +256,8 @@ def kernel_ast(x: UOp, buffers: dict[UOp, UOp]) -> UOp:
         idxs.append(UOp.const(dtypes.index, 0) if isinstance(s, int) and s == 1 else
                     UOp.range(s, next(ctx.range_ids), AxisType.GLOBAL))
     value_src = x.src[1] if x.op is Ops.ASSIGN else x
-    value = graph_rewrite(view(value_src, _true(), tuple(idxs)), pm_rangeify + symbolic, ctx=ctx, bottom_up=True,
-                          name="rangeify")
+    value = graph_rewrite(view(value_src, _true(), tuple(idxs)), pm_rangeify + symbolic + pm_reduce_collapse, ctx=ctx,
+                          bottom_up=True, name="rangeify")
     if x.op is Ops.ASSIGN:
         buf, idx = store_index(x.src[0], tuple(idxs))
     else:

@@ -298,9 +298,16 @@ class Tensor:
             start, stop = 0, start
         if step == 0:
             raise ValueError("arange: step must not be 0")
-        dt = dtype or (dtypes.int32 if all(isinstance(v, int) for v in (start, stop, step)) else dtypes.float32)
-        # the values are made on the host: an index ramp has no cheaper lazy form among our ops
-        return Tensor(np.arange(start, stop, step).astype(to_numpy_dtype(dt)), device)
+        ints = all(isinstance(v, int) and not isinstance(v, bool) for v in (start, stop, step))
+        dt = dtype or (dtypes.int32 if ints else dtypes.float32)
+        if not ints or not (dtypes.is_int(dt) or dtypes.is_float(dt)):
+            # fractional starts and steps: numpy's values (computed in float64), made on the host
+            return Tensor(np.arange(start, stop, step).astype(to_numpy_dtype(dt)), device)
+        # a lazy ramp (no buffer): every kernel that reads it computes start + i * step from its index
+        n = len(range(start, stop, step))
+        ramp = Tensor(UOp.iota(n, dt if dtypes.is_int(dt) else dtypes.int32, _canonical_device(device)))
+        ramp = ramp if step == 1 else ramp * step
+        return (ramp if start == 0 else ramp + start).cast(dt)
 
     # *** movement ***
     def reshape(self, *shape: Any) -> Tensor:

@@ -21,7 +21,14 @@ from ember.uops.render import render, render_expr  # noqa: E402
 from ember.uops.rewrite import PatternMatcher, RewriteLoopError, UPat, graph_rewrite  # noqa: E402
 from ember.uops.shape import broadcast_shape, prod, sint  # noqa: E402
 from ember.uops.spec import SpecError, verify  # noqa: E402
-from ember.uops.symbolic import exec_alu, linear_terms, simplify_given_valid, symbolic, symbolic_simple  # noqa: E402
+from ember.uops.symbolic import (  # noqa: E402
+    exec_alu,
+    linear_terms,
+    pm_reduce_collapse,
+    simplify_given_valid,
+    symbolic,
+    symbolic_simple,
+)
 
 __all__ = [
     "AxisType", "AddrSpace", "DType", "PtrDType", "dtypes", "from_numpy_dtype", "least_upper_dtype", "sum_acc_dtype",
@@ -29,4 +36,5 @@ __all__ = [
     "render", "render_expr",
     "PatternMatcher", "RewriteLoopError", "UPat", "graph_rewrite", "broadcast_shape", "prod", "sint", "SpecError",
     "verify", "exec_alu", "linear_terms", "simplify_given_valid", "symbolic", "symbolic_simple",
+    "pm_reduce_collapse",
 ]

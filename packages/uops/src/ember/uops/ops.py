@@ -18,6 +18,7 @@ class Ops(IntEnum):  # an IntEnum hashes in C: op lookups are on every rewrite
     DEVICE = auto(); BUFFER = auto(); PARAM = auto(); BUFFER_VIEW = auto(); UNIQUE = auto()  # noqa: E702
     # values
     CONST = auto(); VCONST = auto(); DEFINE_VAR = auto(); BIND = auto()  # noqa: E702
+    IOTA = auto()  # the index ramp 0, 1, ..., arg-1 along one axis (XLA's iota): a tensor leaf computed in place
     # movement
     RESHAPE = auto(); PERMUTE = auto(); EXPAND = auto(); PAD = auto(); SHRINK = auto(); FLIP = auto()  # noqa: E702
     # tensor-level
@@ -279,6 +280,12 @@ class UOp(metaclass=UOpMetaClass):
         value = truncate(dtype, value) if not isinstance(dtype, PtrDType) else value
         return UOp(Ops.CONST, dtype, () if device is None else (UOp(Ops.DEVICE, arg=device),), value)
 
+    @staticmethod
+    def iota(n: int, dtype: DType, device: str | tuple[str, ...]) -> UOp:
+        """The 1-d tensor 0, 1, ..., n-1 of an int dtype on `device`: no buffer, each kernel computes it from its
+        index."""
+        return UOp(Ops.IOTA, dtype, (UOp(Ops.DEVICE, arg=device),), n)
+
     def const_like(self, value: Any) -> UOp:
         """A constant of this node's dtype (on its device when it is a tensor)."""
         return UOp.const(self.dtype, value)
@@ -480,6 +487,8 @@ def _infer_shape(u: UOp) -> Shape | None:
         return (u.arg[0],)
     if op is Ops.CONST:
         return () if u.src else None
+    if op is Ops.IOTA:
+        return (u.arg,)
     if op in GroupOp.Movement:
         if (s := u.src[0].shape) is None:
             raise ValueError(f"{op.name}: source {u.src[0].op} has no shape")

@@ -70,6 +70,8 @@ spec_tensor = spec_shared + PatternMatcher([
     (UPat(Ops.UNIQUE, src=(), name="u"), lambda u: is_int(u.arg)),
     (UPat(Ops.BUFFER, src=(UPat(Ops.UNIQUE), UPat(Ops.DEVICE)), name="b"),
      lambda b: is_int(b.arg) and b.arg >= 0 and b.dtype != dtypes.void and not isinstance(b.dtype, PtrDType)),
+    (UPat(Ops.IOTA, src=(UPat(Ops.DEVICE),), name="x"), lambda x: is_int(x.arg) and x.arg >= 0 and
+     dtypes.is_int(x.dtype) and x.dtype.count == 1),
     (UPat(Ops.BUFFER_VIEW, src=(UPat(Ops.BUFFER),), name="b"),
      lambda b: isinstance(b.arg, tuple) and len(b.arg) == 2 and all(is_int(x) and x >= 0 for x in b.arg)),
     (UPat((Ops.RESHAPE, Ops.EXPAND), name="x"), lambda x: _same_dtype_unary(x) and _is_sint_tuple(x.arg)),

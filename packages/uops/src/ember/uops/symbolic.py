@@ -6,6 +6,7 @@ floats); constant folding and the PYTHON device both use it.
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 from collections.abc import Callable
@@ -298,6 +299,59 @@ symbolic = symbolic_simple + PatternMatcher([
     ((ivar % UPat.cvar("c1")) % UPat.cvar("c2"), fold_nested_mod),
     (UPat(Ops.ADD, dtype=_INTS, name="a"), recombine_divmod),
 ])
+
+
+# *** one-hot reduces: a sum over r of (r == y) * v(r) is v(y), where y is in r's bounds ***
+def _onehot_value(c: UOp, r: UOp) -> UOp | None:
+    """y when `c` is the comparison r == y (either side; r maybe cast), y not depending on r."""
+    if c.op is not Ops.CMPEQ:
+        return None
+    for a, b in (c.src, c.src[::-1]):
+        if (a is r or (a.op is Ops.CAST and a.src[0] is r)) and r not in b.toposort():
+            return b
+    return None
+
+
+def _onehot_pick(x: UOp, r: UOp) -> tuple[UOp, UOp] | None:
+    """(y, v) when x is where(r == y, v, 0), or a product with the factor cast(r == y) (v: the other factors)."""
+    if x.op is Ops.WHERE and x.src[2].op is Ops.CONST and x.src[2].arg == 0 and \
+            (y := _onehot_value(x.src[0], r)) is not None:
+        return y, x.src[1]
+    factors, stack = [], [x]
+    while stack:
+        if (u := stack.pop()).op is Ops.MUL:
+            stack.extend(u.src)
+        else:
+            factors.append(u)
+    for i, f in enumerate(factors):
+        if f.op is Ops.CAST and f.src[0].dtype == dtypes.bool and (y := _onehot_value(f.src[0], r)) is not None:
+            rest = factors[:i] + factors[i + 1:]
+            return y, functools.reduce(lambda a, b: a * b, rest) if rest else x.const_like(1)
+    return None
+
+
+def collapse_onehot_reduce(red: UOp) -> UOp | None:
+    """REDUCE(ADD) over r of a one-hot pick of r == y: the one term it keeps, v(y), gated by 0 <= y < size(r). The
+    loads that now depend on y are gated too, so a y out of bounds reads nothing (a gather, not a sum of N terms:
+    an embedding lookup or a cross-entropy's label pick built from comparisons with an arange)."""
+    if red.arg is not Ops.ADD:
+        return None
+    for r in red.src[1:]:
+        if r.op is not Ops.RANGE or r.src[0].op is not Ops.CONST or (hit := _onehot_pick(red.src[0], r)) is None:
+            continue
+        y, v = hit
+        yi = y if y.dtype == dtypes.index else y.cast(dtypes.index)
+        valid = (yi < r.src[0].arg) & ((yi < 0) ^ True)
+        picked = v.substitute({r: yi})
+        gated = {u: u.replace(src=(*u.src[:2], (u.src[2] & valid) if len(u.src) > 2 else valid))
+                 for u in picked.toposort() if u.op is Ops.INDEX and len(u.src) >= 2 and yi in u.src[1].toposort()}
+        out = valid.where(picked.substitute(gated) if gated else picked, red.const_like(0))
+        rest = tuple(s for s in red.src[1:] if s is not r)
+        return UOp(Ops.REDUCE, red.dtype, (out, *rest), red.arg) if rest else out
+    return None
+
+
+pm_reduce_collapse = PatternMatcher([(UPat(Ops.REDUCE, name="red"), collapse_onehot_reduce)])
 
 
 # *** simplification under a validity condition ***
