@@ -132,6 +132,26 @@ def test_heuristic_packs_the_b_panel(run_c, rng, n, k, m, bt):
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4, err_msg=str(opts))
 
 
+def test_heuristic_tiles_a_weight_gradient_along_its_wide_operand(run_c, rng):
+    """dW[v, k] = sum_t g[t, v] * h[t, k] with g (1024 x 512, 2 MiB) much wider than h (256 KiB): tiled along the
+    store's contiguous k, g would be re-read from memory for every 32-column panel; the tile runs along v instead (g
+    streamed once into panels, h re-read from cache), its stores lane by lane. A narrow g keeps the store's axis."""
+    def wgrad(nv, nk, nt):
+        v, k, t = (UOp.range(nv, 0, AxisType.GLOBAL), UOp.range(nk, 1, AxisType.GLOBAL),
+                   UOp.range(nt, 2, AxisType.REDUCE))
+        val = param(1, nt * nv).index(t * nv + v).load() * param(2, nt * nk).index(t * nk + k).load()
+        return UOp.sink(param(0, nv * nk).index(v * nk + k).store(UOp(Ops.REDUCE, dtypes.float32, (val, t),
+                                                                          Ops.ADD)).end(v, k))
+
+    ast = wgrad(512, 64, 1024)
+    opts = hand_coded_opts(ast, CRenderer())
+    assert opts[0] == Opt(OptOps.UPCAST, 0, 32) and opts[1].op is OptOps.UPCAST and opts[1].axis == 1, opts
+    g, h = rng.standard_normal((1024, 512), dtype=np.float32), rng.standard_normal((1024, 64), dtype=np.float32)
+    (out, *_) = run_c(to_program(ast, CRenderer()), np.zeros((512, 64), np.float32), g, h)
+    np.testing.assert_allclose(out, g.T @ h, rtol=1e-4, atol=1e-3, err_msg=str(opts))
+    assert hand_coded_opts(wgrad(64, 512, 1024), CRenderer())[0] == Opt(OptOps.UPCAST, 1, 32)
+
+
 def test_pack_and_swap_opts(run_c, rng):
     # PACK at each output axis of a batched matmul (the panel of what that axis does not move), with and without
     # SWAP and tiles, against numpy; PACK refuses axes nothing inside is independent of

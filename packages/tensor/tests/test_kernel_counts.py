@@ -5,7 +5,7 @@ import pytest
 
 from ember.schedule import schedule
 from ember.tensor import Tensor
-from ember.uops import Ops, UOp
+from ember.uops import AxisType, Ops, UOp, dtypes, to_numpy_dtype
 
 
 def n_kernels(*ts):
@@ -87,3 +87,82 @@ def test_long_reduce_splits_into_block_sums():
     assert n_kernels(big[:2_097_152].reshape(512, 4096).max()) == 2  # a full reduce of a 2-D tensor, any op
     assert abs(big.sum().item() - v.astype(np.float64).sum()) <= 1e-9 * np.abs(v).astype(np.float64).sum()
     assert n_kernels(Tensor.ones(64, 64).sum()) == 1  # short: untouched
+
+
+def kernel_asts(*ts):
+    return [it.ast for it in schedule(UOp.sink(*(t.uop for t in ts))).items if it.ast.op is Ops.SINK]
+
+
+def test_arange_is_computed_in_the_kernel():
+    """An integer arange is an IOTA, not a buffer: reading it costs no load, and it has the values numpy gives."""
+    for args, dt in [((10,), None), ((2, 20, 3), None), ((10, 0, -3), None), ((5, -5, -1), dtypes.int64),
+                     ((7,), dtypes.float32), ((3, 9), dtypes.uint8), ((4, 4), None)]:
+        t = Tensor.arange(*args, dtype=dt)
+        assert Ops.BUFFER not in {u.op for u in t.uop.toposort()}
+        want = np.arange(*args).astype(to_numpy_dtype(t.dtype))
+        np.testing.assert_array_equal(t.numpy(), want)
+        assert t.numpy().dtype == want.dtype
+    assert Tensor.arange(0.5, 3, 0.5).numpy().tolist() == [0.5, 1.0, 1.5, 2.0, 2.5]  # fractional: numpy's values
+    (ast,) = kernel_asts(Tensor.arange(12).reshape(3, 4).permute(1, 0) * 2)
+    assert not [u for u in ast.toposort() if u.op is Ops.LOAD]
+
+
+def test_embedding_is_a_gather_and_its_gradient_a_scatter():
+    """embedding(idx, w) = one-hot(idx) @ w: the sum over the vocabulary collapses to one gated load per row (no
+    reduce), and the weight gradient, a sum over tokens picked by the one-hot, is a scatter: zeros, then
+    out[idx[t]] += g[t] (LOOP ranges, no reduce). Both match numpy with repeated and out-of-range indices (rows of
+    zeros, updates dropped); a gradient accumulated into a view of a flat buffer scatters into it in place."""
+    from ember.tensor.nn import embedding
+
+    rng = np.random.default_rng(0)
+    idx_np = rng.integers(0, 33, (5, 7)).astype(np.int32)
+    idx_np[0, :3] = [4, 4, 4]
+    idx_np[1, :2] = [33, -1]  # out of range
+    w_np = rng.standard_normal((33, 24)).astype(np.float32)
+    g_np = rng.standard_normal((5, 7, 24)).astype(np.float32)
+    idx, w, g = Tensor(idx_np), Tensor(w_np, requires_grad=True), Tensor(g_np)
+    out = embedding(idx, w)
+    (fwd,) = kernel_asts(out)
+    assert not [u for u in fwd.toposort() if u.op is Ops.REDUCE]
+    ok = (idx_np >= 0) & (idx_np < 33)
+    np.testing.assert_array_equal(out.numpy(), np.where(ok[..., None], w_np[np.clip(idx_np, 0, 32)], 0))
+    (gw,) = out.gradient(w, gradient=g)
+    (bwd,) = kernel_asts(gw)
+    ops = {u.op for u in bwd.toposort()}
+    assert Ops.REDUCE not in ops and {u.arg[1] for u in bwd.toposort() if u.op is Ops.RANGE} >= {AxisType.LOOP}
+    want = np.zeros_like(w_np)
+    np.add.at(want, idx_np[ok], g_np[ok])
+    np.testing.assert_allclose(gw.numpy(), want, rtol=1e-6, atol=1e-6)
+    flat = Tensor(np.ones(8 + 33 * 24, np.float32)).realize()
+    view = flat[8:].reshape(33, 24)
+    view.assign(view + embedding(idx, w).gradient(w, gradient=g)[0]).realize()
+    np.testing.assert_allclose(flat.numpy(), np.concatenate([np.ones(8), 1 + want.reshape(-1)]), rtol=1e-6,
+                               atol=1e-6)
+
+
+def test_cross_entropy_picks_the_label_without_a_sum_over_classes():
+    from ember.tensor.nn import sparse_categorical_crossentropy
+
+    rng = np.random.default_rng(1)
+    logits, labels = rng.standard_normal((6, 50)).astype(np.float32), rng.integers(0, 50, 6).astype(np.int32)
+    loss = sparse_categorical_crossentropy(Tensor(logits), Tensor(labels))
+    asts = kernel_asts(loss)
+    # the label's log-probability is a gated load: only the softmax's max and sum reduce over the 50 classes
+    assert sum(1 for a in asts for u in a.toposort() if u.op is Ops.REDUCE and
+               any(r.src[0].arg == 50 for r in u.src[1:] if r.op is Ops.RANGE)) == 2
+    lp = logits - logits.max(-1, keepdims=True)
+    lp = lp - np.log(np.exp(lp).sum(-1, keepdims=True))
+    np.testing.assert_allclose(loss.item(), -lp[np.arange(6), labels].mean(), rtol=1e-5)
+
+
+def test_softmax_exp_stored_once_for_training(x):
+    """exp(x - max) read by the row sum, the quotient and the backward's products is stored once: the kernels of a
+    softmax's forward and backward hold one EXP2 in all, not one per reader."""
+    xs = Tensor(x.numpy(), requires_grad=True)
+    y = xs.softmax(-1)
+    (gx,) = (y * Tensor(np.linspace(0, 1, 48, dtype=np.float32))).sum().gradient(xs)
+    assert sum(u.op is Ops.EXP2 for a in kernel_asts(y, gx) for u in a.toposort()) == 1
+    p = np.exp(x.numpy() - x.numpy().max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    c = np.linspace(0, 1, 48, dtype=np.float32)
+    np.testing.assert_allclose(gx.numpy(), p * (c - (p * c).sum(-1, keepdims=True)), rtol=1e-4, atol=1e-6)

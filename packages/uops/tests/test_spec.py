@@ -14,7 +14,9 @@ def test_valid_tensor_graph_passes():
     n = UOp.variable("n", 1, 3)
     verify(UOp.sink(out.contiguous(), out.detach(), a.copy_to_device("CPU:1"), a.assign(a * a),
                     a.pad(((0, 1), (2, 0))).flip((True, False)),
-                    a.shrink(((0, 2), (1, 3))).permute((1, 0)), a.cast(dtypes.int32), n.bind(2)), "tensor")
+                    a.shrink(((0, 2), (1, 3))).permute((1, 0)), a.cast(dtypes.int32), n.bind(2),
+                    UOp.iota(5, dtypes.int32, "CPU")), "tensor")
+    assert UOp.iota(5, dtypes.int64, "CPU").shape == (5,) and UOp.iota(5, dtypes.int64, "CPU").device == "CPU"
 
 
 @pytest.mark.parametrize("bad, msg", [
@@ -29,6 +31,8 @@ def test_valid_tensor_graph_passes():
     (UOp(Ops.REDUCE_AXIS, dtypes.float32, (buf(4),), (Ops.IDIV, (0,))), "spec(tensor): invalid REDUCE_AXIS node"),
     (UOp(Ops.ADD, dtypes.float32, (buf(4), buf(5))), "ADD: source shapes (4,) and (5,) differ"),
     (UOp(Ops.AND, dtypes.float32, (buf(4), buf(4))), "spec(tensor): invalid AND node"),
+    (UOp(Ops.IOTA, dtypes.float32, (UOp(Ops.DEVICE, arg="CPU"),), 4), "spec(tensor): invalid IOTA node"),
+    (UOp(Ops.IOTA, dtypes.int32, (UOp(Ops.DEVICE, arg="CPU"),), -1), "spec(tensor): invalid IOTA node"),
 ])
 def test_invalid_nodes_named(bad, msg):
     with pytest.raises(SpecError) as e:

@@ -180,3 +180,28 @@ def test_simplify_given_valid_pad_index():
             if valid.evaluate({r0: a, r1: b}):
                 assert got.evaluate({r0: a, r1: b}) == flat.evaluate({r0: a, r1: b}) == (a - 1) * 6 + b
     assert simplify_given_valid(x + 0, None) is x
+
+
+def test_onehot_reduce_collapses_to_a_gated_gather():
+    """sum over r < 8 of (y == r) * w[r*4 + j] is w[y*4 + j] where 0 <= y < 8: a gather whose load is gated (an
+    out-of-range y reads nothing), for the product form, the where form, and with other factors; the sum stays a sum
+    when y depends on r or the reduce is not a sum."""
+    from ember.uops import AxisType, pm_reduce_collapse
+
+    w = UOp(Ops.PARAM, dtypes.float32.ptr(32), (), 0)
+    ids = UOp(Ops.PARAM, dtypes.int32.ptr(4), (), 1)
+    r, j = UOp.range(8, 0, AxisType.REDUCE), UOp.range(4, 1, AxisType.GLOBAL)
+    y = ids.index(j).load()
+    wr = w.index(r * 4 + j).load()
+    hit = y.alu(Ops.CMPEQ, r.cast(dtypes.int32))
+    forms = [hit.cast(dtypes.float32) * wr, hit.where(wr, UOp.const(dtypes.float32, 0.0)),
+             (wr * 2.0) * hit.cast(dtypes.float32)]
+    for x in forms:
+        out = graph_rewrite(UOp(Ops.REDUCE, dtypes.float32, (x, r), Ops.ADD), pm_reduce_collapse)
+        assert Ops.REDUCE not in {u.op for u in out.toposort()} and out.op is Ops.WHERE
+        (gather,) = [u for u in out.toposort() if u.op is Ops.INDEX and u.src[0] is w]
+        assert len(gather.src) == 3 and y in gather.src[1].toposort() and r not in gather.toposort()
+    keep = [UOp(Ops.REDUCE, dtypes.float32, (forms[0], r), Ops.MAX),
+            UOp(Ops.REDUCE, dtypes.float32, (forms[0].substitute({y: y + r.cast(dtypes.int32)}), r), Ops.ADD)]
+    for red in keep:
+        assert graph_rewrite(red, pm_reduce_collapse).op is Ops.REDUCE

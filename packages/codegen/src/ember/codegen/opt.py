@@ -222,6 +222,40 @@ def _worth_packing(ast: UOp, ld: dict[UOp, int | None], other: UOp, j: UOp, j_am
     return panel * 4 <= MAX_PANEL_BYTES and reuse >= 4 and not (renderer.has_threads and outer and first < 4)
 
 
+REREAD_BYTES = 1 << 20  # a matmul operand re-read once per column panel should come from L2, not memory
+
+
+def _tile_axis(loads: list[dict[UOp, int | None]], outputs: list[UOp], reduces: list[UOp], store_axis: UOp,
+               vec: int) -> UOp:
+    """The output axis of a matmul-like kernel that its register tile vectorizes: the store's contiguous axis, unless
+    the operand re-read for each of its panels (the load the other output axis moves) is over REREAD_BYTES and another
+    output axis, contiguous in some load, leaves a smaller one to re-read (a weight gradient dW = x^T g with g much
+    wider than x: g is streamed once into panels and x re-read from cache; the stores go lane by lane)."""
+    def reread(j: UOp) -> int | None:
+        """Bytes per outer iteration of what the rows re-read when j is the tile axis (None: j is no tile axis)."""
+        best = None
+        for ld in loads:
+            if ld.get(j) != 1 or not any(r in ld for r in reduces) or (range_size(j) or 0) % vec:
+                continue
+            others = [r for r in outputs if r is not j and r not in ld]
+            if not others:
+                continue
+            total = 0
+            for other in [ld2 for ld2 in loads if others[-1] in ld2 and any(r in ld2 for r in reduces)]:
+                n = 4
+                for r in other:
+                    n *= (range_size(r) or 1) if r in reduces or r is others[-1] else 1
+                total = max(total, n)
+            best = total if best is None else min(best, total)
+        return best
+
+    here = reread(store_axis)
+    if here is None or here <= REREAD_BYTES:
+        return store_axis
+    alts = [(n, r) for r in outputs if r is not store_axis and (n := reread(r)) is not None and n < here]
+    return min(alts, key=lambda a: a[0])[1] if alts else store_axis
+
+
 def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
     """Opts without search, for a CPU with vectors of `renderer.max_vector` floats:
     - matmul-like (an output axis contiguous in the store and in a load that another output axis does not move):
@@ -253,22 +287,27 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
     store = stores[0] if len(stores) == 1 else {}
     contiguous_out = next((r for r in reversed(outputs) if store.get(r) == 1), None)
     tiled = False
-    if reduces and contiguous_out is not None and vec > 1:
+    # only a product of two loads may trade its tile axis: an operand with math fused in would be recomputed per panel
+    plain = all(u.src[0].op is Ops.MUL and all(s.op is Ops.LOAD for s in u.src[0].src)
+                for u in ast.toposort() if u.op is Ops.REDUCE)
+    tile_axis = contiguous_out if contiguous_out is None or not plain else \
+        _tile_axis(loads, outputs, reduces, contiguous_out, vec)
+    if reduces and tile_axis is not None and vec > 1:
         # matmul-like: a load inside the reduce that the contiguous output axis moves and another output axis does
         # not (B of a matmul, reused across the rows of A): a register tile of that axis by two vectors and the other
         # by 8, and the load packed into a panel (contiguous along the tile) when it fits; a load that is not
         # contiguous along the axis (x @ W.T, or not even affine in it: RoPE's pairs) is only tiled so, packed
-        inside = [ld for ld in loads if any(r in ld for r in reduces) and contiguous_out in ld]
-        j_amt = _divisor(range_size(contiguous_out), (2 * vec, vec))
-        for ld in sorted(inside, key=lambda ld: (ld[contiguous_out] != 1, all(r in ld for r in outputs))) \
+        inside = [ld for ld in loads if any(r in ld for r in reduces) and tile_axis in ld]
+        j_amt = _divisor(range_size(tile_axis), (2 * vec, vec))
+        for ld in sorted(inside, key=lambda ld: (ld[tile_axis] != 1, all(r in ld for r in outputs))) \
                 if j_amt is not None else []:
-            others = [r for r in outputs if r is not contiguous_out and r not in ld]
+            others = [r for r in outputs if r is not tile_axis and r not in ld]
             other = others[-1] if others else None
             i_amt = _divisor(range_size(other), (8, 4, 2)) if other is not None else None
-            pack = i_amt is not None and _worth_packing(ast, ld, other, contiguous_out, j_amt, i_amt, renderer)
-            if not pack and ld[contiguous_out] != 1:
+            pack = i_amt is not None and _worth_packing(ast, ld, other, tile_axis, j_amt, i_amt, renderer)
+            if not pack and ld[tile_axis] != 1:
                 continue
-            add(Opt(OptOps.UPCAST, axis(contiguous_out), j_amt))
+            add(Opt(OptOps.UPCAST, axis(tile_axis), j_amt))
             if other is not None and i_amt is not None:
                 add(Opt(OptOps.UPCAST, axis(other), i_amt))
             if pack:  # the panel's outer axes before the rows, then the panel filled before their loop

@@ -135,6 +135,8 @@ class _SLP:
             if same_buf_mask and _consecutive([i.src[1] for i in idx]):
                 return UOp(Ops.LOAD, vdt, (idx[0], *v0.src[1:]))  # (a panel load keeps its fill as a source)
             return build(lanes)
+        if (ramp := _int_ramp(lanes)) is not None:
+            return ramp
         if v0.op in VECTOR_ALU and _vector_ok(v0):
             return UOp(v0.op, vdt, tuple(self.vec(col) for col in zip(*(x.src for x in lanes))), v0.arg)
         if (hz := self.horizontal(lanes)) is not None:
@@ -155,6 +157,20 @@ class _SLP:
             return None
         # first the vectors of each row combined lane-wise, then one tree for all rows
         return horizontal_sums([functools.reduce(lambda a, b: a.alu(op, b), r) for r in rows], op)
+
+
+def _int_ramp(lanes: tuple[UOp, ...]) -> UOp | None:
+    """Lanes (int)(i + c_k) of one index expression i and constants c_k (an upcast axis as an int32: a causal mask's
+    column, an arange) as broadcast((int)(i + c_0)) + (0, c_1 - c_0, ...): the index math itself has no vector form
+    (64-bit), so lane by lane it would be n scalar casts and inserts. Equal as int32 arithmetic wraps."""
+    v0 = lanes[0]
+    if v0.op is not Ops.CAST or v0.dtype != dtypes.int32 or v0.src[0].dtype != dtypes.index:
+        return None
+    keys = [_index_key(x.src[0]) for x in lanes]
+    if any(k[0] != keys[0][0] for k in keys):
+        return None
+    offsets = tuple(UOp.const(dtypes.int32, k[1] - keys[0][1]) for k in keys)
+    return UOp(Ops.ADD, v0.dtype.vec(len(lanes)), (build((v0,) * len(lanes)), build(offsets)))
 
 
 def _vector_ok(v0: UOp) -> bool:

@@ -9,6 +9,7 @@ left is a kernel value with no movement ops in it.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ember.uops import (
@@ -19,8 +20,10 @@ from ember.uops import (
     UOp,
     UPat,
     dtypes,
+    gate_loads,
     graph_rewrite,
     movement_index,
+    onehot_pick,
     pm_reduce_collapse,
     prod,
     simplify_given_valid,
@@ -133,6 +136,12 @@ def realize_map(sink: UOp) -> set[UOp]:
                 src = src.src[0]
             if src not in realized and _costly(src, realized):
                 realized.add(src)
+    # 4. transcendental work read by 3 or more nodes (a softmax's exp(x - max): its sum, its quotient, and the
+    #    backward's products): computed once and stored; each reader would recompute it otherwise
+    for u in nodes:
+        if u.op in GroupOp.Elementwise and len(set(users[u])) >= 3 and u not in realized and \
+                any(x.op in _TRANSCENDENTAL for x in _fused(u, realized)):
+            realized.add(u)
     # a DETACH is its source's value: realizing it realizes the source (unless that already lives in a buffer)
     return {s for u in realized if not is_buffer_view(s := strip_detach(u)) and s.op is not Ops.CONST}
 
@@ -142,14 +151,18 @@ _COSTLY_ALU = 6
 _TRANSCENDENTAL = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL, Ops.FDIV, Ops.POW})
 
 
+def _fused(u: UOp, realized: set[UOp]) -> list[UOp]:
+    """The nodes a kernel computes when it reads u: u's graph down to realized nodes and buffers."""
+    return [x for x in u.toposort(gate=lambda x: x is u or (x not in realized and x.op is not Ops.BUFFER))
+            if x is u or x not in realized]
+
+
 def _costly(u: UOp, realized: set[UOp]) -> bool:
     """Whether the fused elementwise graph of u (down to realized nodes and buffers) is expensive to recompute."""
     if u.op not in GroupOp.Elementwise:
         return False
     alu = 0
-    for x in u.toposort(gate=lambda x: x is u or (x not in realized and x.op is not Ops.BUFFER)):
-        if x is not u and x in realized:
-            continue
+    for x in _fused(u, realized):
         if x.op in _TRANSCENDENTAL:
             return True
         alu += x.op in GroupOp.ALU
@@ -246,6 +259,40 @@ def store_index(target: UOp, idxs: tuple[UOp, ...]) -> tuple[UOp, UOp]:
     return base, base_idxs[0].simplify()
 
 
+def scatter_ast(ctx: IndexCtx, value: UOp, idxs: tuple[UOp, ...],
+                address: Callable[[tuple[UOp, ...]], UOp]) -> UOp | None:
+    """A sum whose terms a one-hot on an output axis v picks, out[v, j] = base[v, j] + sum_t (y(t) == v) * x(t, j)
+    (the gradient of an embedding lookup, maybe accumulated into a gradient buffer), as a scatter: store the base
+    (zeros; nothing when it is the stored value itself), then out[y(t), j] += x(t, j) for each t and j, dropping the
+    updates whose y is out of bounds: N_t * N_j updates instead of N_v times as many terms. The updates' ranges are
+    LOOP: sequential loops that no opt splits, vectorizes or threads (two updates of one row must not race).
+    `address(idxs)` is the INDEX an element is stored to."""
+    if not dtypes.is_float(value.dtype):
+        return None
+    base, red = value.const_like(0), value
+    if value.op is Ops.ADD:
+        base, red = value.src if value.src[1].op is Ops.REDUCE else value.src[::-1]
+    if red.op is not Ops.REDUCE or red.arg is not Ops.ADD or base.op is Ops.REDUCE:
+        return None
+    for v in (i for i in idxs if i.op is Ops.RANGE):
+        if (hit := onehot_pick(red.src[0], v)) is None:
+            continue
+        y, term = hit
+        loops = {r: UOp.range(r.src[0], next(ctx.range_ids), AxisType.LOOP) for r in (*red.src[1:], *idxs)
+                 if r.op is Ops.RANGE and r is not v}
+        yi = (y if y.dtype == dtypes.index else y.cast(dtypes.index)).substitute(loops)
+        valid = (yi < v.src[0].arg) & ((yi < 0) ^ True)
+        out = address(idxs)
+        deps: tuple[UOp, ...] = ()
+        if not (base.op is Ops.LOAD and base.src[0] is out):  # (+= into the buffer itself: its values are the base)
+            deps = (out.store(base).end(*(i for i in idxs if i.op is Ops.RANGE)),)
+        at = address(tuple(yi if i is v else loops.get(i, i) for i in idxs))
+        at = at.replace(src=(*at.src[:2], valid))
+        store = at.store(at.load(*deps) + gate_loads(term.substitute({v: yi, **loops}), yi, valid))
+        return UOp.sink(store.end(*sorted(loops.values(), key=lambda r: r.arg[0])))
+    return None
+
+
 def kernel_ast(x: UOp, buffers: dict[UOp, UOp]) -> UOp:
     """The kernel that computes realized tensor x into its buffer: SINK(END(STORE(INDEX(buf, idx), value), *ranges))."""
     shape = x.shape
@@ -258,12 +305,16 @@ def kernel_ast(x: UOp, buffers: dict[UOp, UOp]) -> UOp:
     value_src = x.src[1] if x.op is Ops.ASSIGN else x
     value = graph_rewrite(view(value_src, _true(), tuple(idxs)), pm_rangeify + symbolic + pm_reduce_collapse, ctx=ctx,
                           bottom_up=True, name="rangeify")
-    if x.op is Ops.ASSIGN:
-        buf, idx = store_index(x.src[0], tuple(idxs))
-    else:
-        buf, idx = buffers[x], flat_index(tuple(idxs), shape).simplify()
+
+    def address(at: tuple[UOp, ...]) -> UOp:  # the element of the output that index `at` is stored to
+        buf, idx = store_index(x.src[0], at) if x.op is Ops.ASSIGN else (buffers[x], flat_index(at, shape).simplify())
+        return buf.index(idx)
+
+    if (scatter := scatter_ast(ctx, value, tuple(idxs), address)) is not None:
+        return scatter
+    buf_idx = address(tuple(idxs))
     rngs = [i for i in idxs if i.op is Ops.RANGE]
-    store = buf.index(idx).store(value)
+    store = buf_idx.store(value)
     return UOp.sink(store.end(*rngs) if rngs else store)
 
 

@@ -23,7 +23,9 @@ from ember.uops.shape import broadcast_shape, prod, sint  # noqa: E402
 from ember.uops.spec import SpecError, verify  # noqa: E402
 from ember.uops.symbolic import (  # noqa: E402
     exec_alu,
+    gate_loads,
     linear_terms,
+    onehot_pick,
     pm_reduce_collapse,
     simplify_given_valid,
     symbolic,
@@ -36,5 +38,5 @@ __all__ = [
     "render", "render_expr",
     "PatternMatcher", "RewriteLoopError", "UPat", "graph_rewrite", "broadcast_shape", "prod", "sint", "SpecError",
     "verify", "exec_alu", "linear_terms", "simplify_given_valid", "symbolic", "symbolic_simple",
-    "pm_reduce_collapse",
+    "pm_reduce_collapse", "onehot_pick", "gate_loads",
 ]

@@ -312,7 +312,7 @@ def _onehot_value(c: UOp, r: UOp) -> UOp | None:
     return None
 
 
-def _onehot_pick(x: UOp, r: UOp) -> tuple[UOp, UOp] | None:
+def onehot_pick(x: UOp, r: UOp) -> tuple[UOp, UOp] | None:
     """(y, v) when x is where(r == y, v, 0), or a product with the factor cast(r == y) (v: the other factors)."""
     if x.op is Ops.WHERE and x.src[2].op is Ops.CONST and x.src[2].arg == 0 and \
             (y := _onehot_value(x.src[0], r)) is not None:
@@ -330,6 +330,13 @@ def _onehot_pick(x: UOp, r: UOp) -> tuple[UOp, UOp] | None:
     return None
 
 
+def gate_loads(x: UOp, dep: UOp, valid: UOp) -> UOp:
+    """x with every INDEX whose address depends on `dep` gated by `valid` (a gated address is never touched)."""
+    gated = {u: u.replace(src=(*u.src[:2], (u.src[2] & valid) if len(u.src) > 2 else valid))
+             for u in x.toposort() if u.op is Ops.INDEX and len(u.src) >= 2 and dep in u.src[1].toposort()}
+    return x.substitute(gated) if gated else x
+
+
 def collapse_onehot_reduce(red: UOp) -> UOp | None:
     """REDUCE(ADD) over r of a one-hot pick of r == y: the one term it keeps, v(y), gated by 0 <= y < size(r). The
     loads that now depend on y are gated too, so a y out of bounds reads nothing (a gather, not a sum of N terms:
@@ -337,15 +344,12 @@ def collapse_onehot_reduce(red: UOp) -> UOp | None:
     if red.arg is not Ops.ADD:
         return None
     for r in red.src[1:]:
-        if r.op is not Ops.RANGE or r.src[0].op is not Ops.CONST or (hit := _onehot_pick(red.src[0], r)) is None:
+        if r.op is not Ops.RANGE or r.src[0].op is not Ops.CONST or (hit := onehot_pick(red.src[0], r)) is None:
             continue
         y, v = hit
         yi = y if y.dtype == dtypes.index else y.cast(dtypes.index)
         valid = (yi < r.src[0].arg) & ((yi < 0) ^ True)
-        picked = v.substitute({r: yi})
-        gated = {u: u.replace(src=(*u.src[:2], (u.src[2] & valid) if len(u.src) > 2 else valid))
-                 for u in picked.toposort() if u.op is Ops.INDEX and len(u.src) >= 2 and yi in u.src[1].toposort()}
-        out = valid.where(picked.substitute(gated) if gated else picked, red.const_like(0))
+        out = valid.where(gate_loads(v.substitute({r: yi}), yi, valid), red.const_like(0))
         rest = tuple(s for s in red.src[1:] if s is not r)
         return UOp(Ops.REDUCE, red.dtype, (out, *rest), red.arg) if rest else out
     return None

@@ -71,8 +71,10 @@ def sparse_categorical_crossentropy(logits: Tensor, labels: Tensor, ignore_index
     logp = logits.log_softmax(-1)
     keep = labels != ignore_index
     onehot = (labels.reshape(*labels.shape, 1) == Tensor.arange(n, device=labels.device)).cast(logp.dtype)
-    target = onehot * (1 - label_smoothing) + label_smoothing / n
-    per = -(logp * target).sum(-1)
+    # the label's log-probability is a sum of logp * one-hot, which the scheduler turns into one gated load
+    per = -(logp * onehot).sum(-1)
+    if label_smoothing:  # target (1 - s) * onehot + s / n, split so the pick stays a gather
+        per = per * (1 - label_smoothing) - logp.sum(-1) * (label_smoothing / n)
     count = keep.cast(logp.dtype).sum()
     return keep.where(per, 0.0).sum() / count.maximum(1.0)
 
