@@ -205,3 +205,16 @@ def test_onehot_reduce_collapses_to_a_gated_gather():
             UOp(Ops.REDUCE, dtypes.float32, (forms[0].substitute({y: y + r.cast(dtypes.int32)}), r), Ops.ADD)]
     for red in keep:
         assert graph_rewrite(red, pm_reduce_collapse).op is Ops.REDUCE
+
+
+def test_reduce_of_a_reduce_merges():
+    """A sum over b of a sum over a is one sum over (a, b): one accumulator. Different ops stay nested."""
+    from ember.uops import AxisType, pm_reduce_collapse
+
+    x = UOp(Ops.PARAM, dtypes.float32.ptr(64), (), 0)
+    a, b = UOp.range(8, 0, AxisType.REDUCE), UOp.range(8, 1, AxisType.REDUCE)
+    inner = UOp(Ops.REDUCE, dtypes.float32, (x.index(a * 8 + b).load(), a), Ops.ADD)
+    out = graph_rewrite(UOp(Ops.REDUCE, dtypes.float32, (inner, b), Ops.ADD), pm_reduce_collapse)
+    assert out.op is Ops.REDUCE and out.src[1:] == (a, b) and out.src[0].op is Ops.LOAD
+    mixed = UOp(Ops.REDUCE, dtypes.float32, (inner, b), Ops.MAX)
+    assert graph_rewrite(mixed, pm_reduce_collapse) is mixed

@@ -93,12 +93,14 @@ pm_sort_ends = PatternMatcher([
           allow_any_len=True, name="e"), sort_end_ranges),
 ])
 
+pm_lower_expand = pm_sort_ends + pm_expand + symbolic
+
 
 def lower(ast: UOp, vector_bytes: int = 0) -> UOp:
     """The kernel with UPCAST/UNROLL ranges expanded (and vectorized in vectors of `vector_bytes`), every REDUCE
     turned into accumulator loads and stores, and bfloat16 math done in float32.
     Innermost reduces go first; reduces over the same ranges (the copies an upcast made) share one loop."""
-    ast = graph_rewrite(ast, pm_sort_ends + pm_expand + symbolic, name="expand")
+    ast = graph_rewrite(ast, pm_lower_expand, name="expand")
     ast = vectorize(ast, vector_bytes)
     ids = itertools.count()
     while reduces := [u for u in ast.toposort() if u.op is Ops.REDUCE]:

@@ -124,7 +124,9 @@ def realize_map(sink: UOp) -> set[UOp]:
         if len(users[u]) > 1 and holds_reduce[u] and u.op not in (Ops.SINK, Ops.CONST):
             realized.add(u)
     # 3. costly elementwise work broadcast into a reduce (x in a matmul's x.expand * w): it would be recomputed for
-    #    every element of the broadcast axis; storing it once costs one write and one read per element
+    #    every element of the broadcast axis; storing it once costs one write and one read per element. Any ALU work
+    #    broadcast BROADCAST_STORE times or more counts as costly (a normalized input read by a wide projection: a
+    #    register tile recomputes it once per panel of output columns)
     feeds_reduce: dict[UOp, bool] = {}
     for u in reversed(nodes):
         feeds_reduce[u] = any(c not in realized and (c.op is Ops.REDUCE_AXIS or feeds_reduce.get(c, False))
@@ -134,39 +136,41 @@ def realize_map(sink: UOp) -> set[UOp]:
             src = u.src[0]
             while (src.op in GroupOp.Movement or src.op is Ops.DETACH) and src not in realized:
                 src = src.src[0]
-            if src not in realized and _costly(src, realized):
+            wide = bool(src.shape) and prod(u.shape) >= BROADCAST_STORE * prod(src.shape) and \
+                prod(src.shape) <= _elements_read(src, realized)
+            if src not in realized and _costly(src, realized, any_alu=wide):
                 realized.add(src)
-    # 4. transcendental work read by 3 or more nodes (a softmax's exp(x - max): its sum, its quotient, and the
-    #    backward's products): computed once and stored; each reader would recompute it otherwise
-    for u in nodes:
-        if u.op in GroupOp.Elementwise and len(set(users[u])) >= 3 and u not in realized and \
-                any(x.op in _TRANSCENDENTAL for x in _fused(u, realized)):
-            realized.add(u)
     # a DETACH is its source's value: realizing it realizes the source (unless that already lives in a buffer)
     return {s for u in realized if not is_buffer_view(s := strip_detach(u)) and s.op is not Ops.CONST}
 
 
 # recomputing more than this many ALU ops (or any transcendental) per broadcast element costs more than a store+load
 _COSTLY_ALU = 6
+BROADCAST_STORE = 64  # ... and any ALU work broadcast this many times into a reduce
 _TRANSCENDENTAL = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL, Ops.FDIV, Ops.POW})
 
 
-def _fused(u: UOp, realized: set[UOp]) -> list[UOp]:
-    """The nodes a kernel computes when it reads u: u's graph down to realized nodes and buffers."""
-    return [x for x in u.toposort(gate=lambda x: x is u or (x not in realized and x.op is not Ops.BUFFER))
-            if x is u or x not in realized]
+def _elements_read(u: UOp, realized: set[UOp]) -> int:
+    """How many elements the fused graph of u reads from buffers and realized nodes (storing u is no bigger than
+    its inputs unless it is itself a broadcast, like a one-hot made of indices and an arange)."""
+    inside = u.toposort(gate=lambda x: x is u or (x not in realized and x.op is not Ops.BUFFER))
+    edge = {s for x in inside for s in x.src if s.op is Ops.BUFFER or (s in realized and s is not u)}
+    return sum(s.arg if s.op is Ops.BUFFER else prod(s.shape) for s in edge)
 
 
-def _costly(u: UOp, realized: set[UOp]) -> bool:
-    """Whether the fused elementwise graph of u (down to realized nodes and buffers) is expensive to recompute."""
+def _costly(u: UOp, realized: set[UOp], any_alu: bool = False) -> bool:
+    """Whether the fused elementwise graph of u (down to realized nodes and buffers) is expensive to recompute (with
+    `any_alu`: whether it does any ALU work at all)."""
     if u.op not in GroupOp.Elementwise:
         return False
     alu = 0
-    for x in _fused(u, realized):
+    for x in u.toposort(gate=lambda x: x is u or (x not in realized and x.op is not Ops.BUFFER)):
+        if x is not u and x in realized:
+            continue
         if x.op in _TRANSCENDENTAL:
             return True
         alu += x.op in GroupOp.ALU
-    return alu > _COSTLY_ALU
+    return alu > (0 if any_alu else _COSTLY_ALU)
 
 
 @dataclass
@@ -248,6 +252,8 @@ pm_rangeify = PatternMatcher([
     (UPat(Ops.INDEX, src=(UPat(name="x"),), **_view), unsupported),
 ])
 
+pm_kernel_value = pm_rangeify + symbolic + pm_reduce_collapse
+
 
 def store_index(target: UOp, idxs: tuple[UOp, ...]) -> tuple[UOp, UOp]:
     """(buffer, flat index) that element `idxs` of a realized tensor is stored to (ASSIGN targets may be views)."""
@@ -303,8 +309,8 @@ def kernel_ast(x: UOp, buffers: dict[UOp, UOp]) -> UOp:
         idxs.append(UOp.const(dtypes.index, 0) if isinstance(s, int) and s == 1 else
                     UOp.range(s, next(ctx.range_ids), AxisType.GLOBAL))
     value_src = x.src[1] if x.op is Ops.ASSIGN else x
-    value = graph_rewrite(view(value_src, _true(), tuple(idxs)), pm_rangeify + symbolic + pm_reduce_collapse, ctx=ctx,
-                          bottom_up=True, name="rangeify")
+    value = graph_rewrite(view(value_src, _true(), tuple(idxs)), pm_kernel_value, ctx=ctx, bottom_up=True,
+                          name="rangeify")
 
     def address(at: tuple[UOp, ...]) -> UOp:  # the element of the output that index `at` is stored to
         buf, idx = store_index(x.src[0], at) if x.op is Ops.ASSIGN else (buffers[x], flat_index(at, shape).simplify())

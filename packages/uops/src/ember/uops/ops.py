@@ -105,13 +105,14 @@ class UOpMetaClass(type):
 
 
 _NOT_COMPUTED: Any = object()
+_SELF: Any = object()
 
 
 class UOp(metaclass=UOpMetaClass):
     """An immutable node of the IR. Building the same (op, dtype, src, arg, tag) twice returns the same object, so
     `==` and `hash` are identity and structural at once."""
 
-    __slots__ = ("op", "dtype", "src", "arg", "tag", "_shape", "_mm", "_device", "__weakref__")
+    __slots__ = ("op", "dtype", "src", "arg", "tag", "_shape", "_mm", "_device", "_simple", "__weakref__")
     op: Ops
     dtype: DType
     src: tuple[UOp, ...]
@@ -124,6 +125,7 @@ class UOp(metaclass=UOpMetaClass):
         self._shape: Any = _NOT_COMPUTED
         self._mm: Any = None
         self._device: Any = _NOT_COMPUTED
+        self._simple: Any = None  # simplify()'s result (self: `_SELF`, no reference cycle)
 
     def __del__(self) -> None:
         try:
@@ -190,13 +192,17 @@ class UOp(metaclass=UOpMetaClass):
         from ember.uops.rewrite import graph_rewrite
         from ember.uops.symbolic import symbolic, symbolic_simple
 
+        if self._simple is not None:  # (a node is immutable: its simplified form is computed once)
+            return self if self._simple is _SELF else self._simple
         # local rules cannot see sharing: a fold that keeps a shared sub-expression alive may grow the whole graph;
         # then the plain folds alone (constants, identities) are kept, and failing those, the input
-        size = len(self.toposort())
+        ret, size = self, len(self.toposort())
         for pm in (symbolic, symbolic_simple):
-            if len((ret := graph_rewrite(self, pm, name="simplify")).toposort()) <= size:
-                return ret
-        return self
+            if len((new := graph_rewrite(self, pm, name="simplify")).toposort()) <= size:
+                ret = new
+                break
+        self._simple = _SELF if ret is self else ret
+        return ret
 
     @property
     def size_of_graph(self) -> int:

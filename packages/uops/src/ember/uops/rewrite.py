@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import itertools
 from collections.abc import Callable, Iterable, Sequence
@@ -127,6 +128,11 @@ class UPat:
 RuleFn = Callable[..., "UOp | None"]
 
 
+@functools.cache
+def _takes_ctx(fn: RuleFn) -> bool:  # (inspect.signature is slow, and matchers are added together often)
+    return "ctx" in inspect.signature(fn).parameters
+
+
 class PatternMatcher:
     """An ordered table of (UPat, function) rules, indexed by op. The first rule whose function returns a UOp other
     than its input wins. Functions take the bound names as keyword arguments, plus `ctx` if they declare it."""
@@ -137,7 +143,7 @@ class PatternMatcher:
         for pat, fn in self.rules:
             if not isinstance(pat, UPat) or not callable(fn):
                 raise TypeError(f"PatternMatcher: each rule is (UPat, callable), got ({pat!r}, {fn!r})")
-            entry = (pat, fn, "ctx" in inspect.signature(fn).parameters)
+            entry = (pat, fn, _takes_ctx(fn))
             for op in pat.op if pat.op is not None else Ops:
                 self.pdict.setdefault(op, []).append(entry)
 

@@ -355,7 +355,19 @@ def collapse_onehot_reduce(red: UOp) -> UOp | None:
     return None
 
 
-pm_reduce_collapse = PatternMatcher([(UPat(Ops.REDUCE, name="red"), collapse_onehot_reduce)])
+def merge_nested_reduce(outer: UOp, inner: UOp) -> UOp | None:
+    """REDUCE(REDUCE(x, *a), *b) with one op: one REDUCE(x, *a, *b), one accumulator (a sum over a broadcast axis of
+    a matmul, as the gradient of grouped-query attention makes, would hold a second tile of them)."""
+    if inner.arg is not outer.arg or inner.dtype != outer.dtype:
+        return None
+    return UOp(Ops.REDUCE, outer.dtype, (inner.src[0], *inner.src[1:], *outer.src[1:]), outer.arg)
+
+
+# reduces that fold away in the kernel graph: a one-hot pick, a reduce of a reduce
+pm_reduce_collapse = PatternMatcher([
+    (UPat(Ops.REDUCE, name="red"), collapse_onehot_reduce),
+    (UPat(Ops.REDUCE, src=(UPat(Ops.REDUCE, name="inner"),), allow_any_len=True, name="outer"), merge_nested_reduce),
+])
 
 
 # *** simplification under a validity condition ***
@@ -371,8 +383,11 @@ def _parse_bound(clause: UOp) -> tuple[UOp, int | None, int | None] | None:
 
 def simplify_given_valid(idx: UOp, valid: UOp | None) -> UOp:
     """`idx` simplified knowing `valid` holds (a conjunction of bounds on variables and ranges, as PAD makes)."""
-    if valid is None:
-        return idx.simplify()
+    return idx.simplify() if valid is None else _simplify_given_valid(idx, valid)
+
+
+@functools.lru_cache(maxsize=4096)  # (the kernels of a model's layers read through the same padded views)
+def _simplify_given_valid(idx: UOp, valid: UOp) -> UOp:
     clauses, stack = [], [valid.simplify()]
     while stack:
         if (u := stack.pop()).op is Ops.AND and u.dtype == dtypes.bool:
