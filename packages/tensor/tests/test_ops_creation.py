@@ -82,6 +82,20 @@ def test_same_seed_same_numbers_on_every_device():
     assert not np.array_equal(Tensor.rand(3, 7).numpy(), out["CPU"][0])
 
 
+def test_random_calls_of_one_shape_are_one_kernel():
+    """The threefry key is a buffer, not constants in the kernel: two draws of one shape (a model's same-shaped
+    weights) are the same kernel AST, compiled once, and still different numbers."""
+    from ember.schedule import schedule
+    from ember.uops import Ops, UOp
+
+    def asts(t):
+        return [it.ast for it in schedule(UOp.sink(t.uop)).items if it.ast.op is Ops.SINK]
+
+    a, b = Tensor.randn(64, 48), Tensor.randn(64, 48)
+    assert asts(a) == asts(b) and len(asts(a)) >= 1
+    assert not np.array_equal(a.numpy(), b.numpy())
+
+
 def test_distributions():
     Tensor.manual_seed(0)
     n = 20001  # odd: the last threefry pair is cut

@@ -116,8 +116,12 @@ _THREEFRY_ROTATIONS = (13, 15, 26, 6, 17, 29, 16, 24)
 
 
 def _threefry2x32(x0: Tensor, x1: Tensor, key: tuple[int, int]) -> tuple[Tensor, Tensor]:
-    """Threefry-2x32 with 20 rounds (Salmon et al. 2011) on uint32 tensors: a counter-based RNG, pure integer ops."""
-    ks = (key[0], key[1], key[0] ^ key[1] ^ 0x1BD11BDA)
+    """Threefry-2x32 with 20 rounds (Salmon et al. 2011) on uint32 tensors: a counter-based RNG, pure integer ops.
+    The key schedule is a 3-word buffer, not constants: every call of one shape is the same kernel (a model's
+    weights of one shape are initialized by one compiled program)."""
+    words = np.array([key[0], key[1], key[0] ^ key[1] ^ 0x1BD11BDA], np.uint32)
+    ktab = Tensor(words, x0.device)
+    ks = [ktab[i].reshape(*(1,) * x0.ndim).expand(*x0.shape) for i in range(3)]
     x0, x1 = x0 + ks[0], x1 + ks[1]
     for r in range(20):
         rot = _THREEFRY_ROTATIONS[r % 8]
@@ -125,7 +129,7 @@ def _threefry2x32(x0: Tensor, x1: Tensor, key: tuple[int, int]) -> tuple[Tensor,
         x1 = ((x1 << rot) | (x1 >> (32 - rot))) ^ x0
         if r % 4 == 3:
             s = r // 4 + 1
-            x0, x1 = x0 + ks[s % 3], x1 + ((ks[(s + 1) % 3] + s) & 0xFFFFFFFF)
+            x0, x1 = x0 + ks[s % 3], x1 + (ks[(s + 1) % 3] + s)  # (uint32: wraps like the reference's mod 2^32)
     return x0, x1
 
 
