@@ -3,6 +3,7 @@ planning)."""
 
 __version__ = "0.2.0"
 
+import heapq  # noqa: E402
 import itertools  # noqa: E402
 import os  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
@@ -55,14 +56,22 @@ def order_assigns(order: list[UOp], buffers: dict[UOp, UOp]) -> list[UOp]:
             if r is not a and buffers[a] in reads[r] and a not in deps[r] and r not in deps[a] and \
                     a not in _closure(deps, r):
                 deps[a].add(r)
-    ret, done, position = [], set(), {u: i for i, u in enumerate(order)}
-    ready = sorted((u for u in order if not deps[u]), key=position.__getitem__)
+    # Kahn's algorithm, the ready node first in the given order each time
+    position = {u: i for i, u in enumerate(order)}
+    waiting = {u: len(deps[u]) for u in order}
+    users: dict[UOp, list[UOp]] = {u: [] for u in order}
+    for u in order:
+        for d in deps[u]:
+            users[d].append(u)
+    ready = [position[u] for u in order if not waiting[u]]
+    heapq.heapify(ready)
+    ret = []
     while ready:
-        u = ready.pop(0)
-        ret.append(u)
-        done.add(u)
-        new = [v for v in order if v not in done and v not in ready and deps[v] <= done]
-        ready = sorted(ready + new, key=position.__getitem__)
+        ret.append(u := order[heapq.heappop(ready)])
+        for v in users[u]:
+            waiting[v] -= 1
+            if waiting[v] == 0:
+                heapq.heappush(ready, position[v])
     if len(ret) != len(order):
         raise RuntimeError("schedule: the assigns form a cycle (a value is read both before and after it is assigned)")
     return ret
