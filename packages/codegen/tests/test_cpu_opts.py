@@ -152,6 +152,47 @@ def test_heuristic_tiles_a_weight_gradient_along_its_wide_operand(run_c, rng):
     assert hand_coded_opts(wgrad(64, 512, 1024), CRenderer())[0] == Opt(OptOps.UPCAST, 1, 32)
 
 
+@pytest.mark.parametrize("op", [Ops.ADD, Ops.MAX])
+def test_padto_on_every_axis_kind(run_c, rng, op):
+    """PADTO runs an axis to a multiple of the amount with the padded iterations gated off: on the rows, the
+    columns and the reduce axis of a 37 x 45 x 70 matmul, then tiles, partial sums and threads on the padded sizes,
+    against numpy; a MAX reduce padded on its axis adds -inf (its identity), not the 0 a gated load reads."""
+    ast = matmul_ast(37, 45, 70)
+    a, b, want = reference(37, 45, 70, False, rng)
+    chains = [[Opt(OptOps.PADTO, 0, 8)], [Opt(OptOps.PADTO, 1, 32)], [Opt(OptOps.PADTO, 2, 8)],
+              [Opt(OptOps.PADTO, 0, 8), Opt(OptOps.PADTO, 1, 32), Opt(OptOps.UPCAST, 1, 32), Opt(OptOps.UPCAST, 0, 8),
+               Opt(OptOps.THREAD, 0, 2)],
+              [Opt(OptOps.PADTO, 2, 16), Opt(OptOps.PARTIAL, 2, 16), Opt(OptOps.PADTO, 1, 8),
+               Opt(OptOps.UPCAST, 1, 8)],
+              [Opt(OptOps.PADTO, 1, 32), Opt(OptOps.UPCAST, 1, 32), Opt(OptOps.PADTO, 0, 8), Opt(OptOps.UPCAST, 0, 8),
+               Opt(OptOps.SWAP, 0, 1), Opt(OptOps.PACK, 1, 0)]]
+    for opts in chains:
+        (out, *_) = run_c(to_program(ast, CRenderer(), opts), np.zeros((37, 70), np.float32), a, b)
+        np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-5, err_msg=str(opts))
+    x = -np.abs(rng.standard_normal((9, 45), dtype=np.float32)) - 1  # all below the 0 a padded load reads
+    red = row_reduce_ast(9, 45, op)
+    ref = (x * 0.5 + 1).max(1) if op is Ops.MAX else (x * 0.5 + 1).sum(1)
+    for opts in ([Opt(OptOps.PADTO, 1, 16)], [Opt(OptOps.PADTO, 1, 16), Opt(OptOps.PARTIAL, 1, 16)]):
+        (out, *_) = run_c(to_program(red, CRenderer(), opts), np.zeros(9, np.float32), x)
+        np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5, err_msg=str(opts))
+    with pytest.raises(KernelOptError):
+        apply_opt(ast, Opt(OptOps.PADTO, 0, 37))  # nothing to pad
+
+
+@pytest.mark.parametrize("n, k, m", [(100, 70, 136), (257, 129, 300)])
+def test_heuristic_pads_remainders_into_the_microkernel(run_c, rng, n, k, m):
+    """Sizes the 8 x 32 tile does not divide are padded (PADTO) and get the packed microkernel: the edge tiles'
+    loads and stores are gated, their accumulators still vectors (stored lane by lane where gated apart)."""
+    ast = matmul_ast(n, k, m)
+    opts = hand_coded_opts(ast, CRenderer())
+    assert opts[0].op is OptOps.PADTO and OptOps.PACK in [o.op for o in opts], opts
+    prg = to_program(ast, CRenderer())
+    assert "v16_float acc0" in prg.src and "float acc16 =" not in prg.src
+    a, b, want = reference(n, k, m, False, rng)
+    (out, *_) = run_c(prg, np.zeros((n, m), np.float32), a, b)
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4, err_msg=str(opts))
+
+
 def test_pack_and_swap_opts(run_c, rng):
     # PACK at each output axis of a batched matmul (the panel of what that axis does not move), with and without
     # SWAP and tiles, against numpy; PACK refuses axes nothing inside is independent of
@@ -239,7 +280,7 @@ def test_every_combination_small(run_c, rng):
     assert tried >= 20
 
 
-@pytest.mark.parametrize("n, k, m, bt", [(16, 32, 64, False), (32, 16, 48, True)])
+@pytest.mark.parametrize("n, k, m, bt", [(16, 32, 64, False), (32, 16, 48, True), (37, 45, 70, False)])
 def test_beam_action_chains(run_c, rng, n, k, m, bt):
     # chains of what BEAM may pick (search.actions: SWAP and PACK included), each against numpy
     from ember.codegen.search import actions
@@ -250,6 +291,7 @@ def test_beam_action_chains(run_c, rng, n, k, m, bt):
         nxt = [opts + [c] for opts in frontier for c in actions(apply_opts(ast, opts), CRenderer())]
         frontier = nxt[::max(1, len(nxt) // 16)]
         chains += frontier
-    chains += [[c] for c in actions(ast, CRenderer()) if c.op in (OptOps.SWAP, OptOps.PACK)]
+    chains += [[c] for c in actions(ast, CRenderer()) if c.op in (OptOps.SWAP, OptOps.PACK, OptOps.PADTO)]
     used = {o.op for opts in check_chains(run_c, rng, (n, k, m, bt), chains) for o in opts}
-    assert {OptOps.SWAP, OptOps.PACK, OptOps.UPCAST, OptOps.PARTIAL} <= used, used
+    assert {OptOps.SWAP, OptOps.PACK, OptOps.UPCAST} <= used, used
+    assert (OptOps.PADTO in used) == (n % 8 > 0), used  # (sizes no tile divides: 37 rows, 45, 70)

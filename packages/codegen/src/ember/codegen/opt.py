@@ -129,6 +129,30 @@ def pack_panels(ast: UOp, r: UOp) -> UOp:
     return ast.substitute(mapping)
 
 
+def _identity(op: Ops, dtype) -> UOp:  # noqa: ANN001
+    if op is Ops.ADD:
+        return UOp.const(dtype, 0)
+    if op is Ops.MAX:
+        return UOp.const(dtype, -float("inf") if dtypes.is_float(dtype) else dtype.min)
+    raise KernelOptError(f"PADTO: no identity for a {op.name} reduce")
+
+
+def pad_range(ast: UOp, r: UOp, amount: int) -> UOp:
+    """Range r of size n runs to the next multiple of `amount` (a tile then divides it: the remainder is the padded
+    tile, no second loop): every address r moves is gated by r < n (a load there reads 0, a store is skipped), and
+    a reduce over r adds its identity in the padded iterations."""
+    n = range_size(r)
+    assert n is not None
+    new = UOp.range(-(-n // amount) * amount, r.arg[0], r.arg[1])
+    valid = new < n
+    ast = ast.substitute({r: new})
+    ast = ast.substitute({u: u.replace(src=(*u.src[:2], (u.src[2] & valid) if len(u.src) > 2 else valid))
+                          for u in ast.toposort() if u.op is Ops.INDEX and len(u.src) >= 2 and
+                          new in u.src[1].toposort()})
+    return ast.substitute({u: u.replace(src=(valid.where(u.src[0], _identity(u.arg, u.dtype)), *u.src[1:]))
+                           for u in ast.toposort() if u.op is Ops.REDUCE and new in u.src[1:]})
+
+
 def apply_opt(ast: UOp, opt: Opt) -> UOp:
     """The kernel with one Opt applied (KernelOptError if it does not apply)."""
     rngs = kernel_ranges(ast)
@@ -151,6 +175,11 @@ def apply_opt(ast: UOp, opt: Opt) -> UOp:
         if kind not in (AxisType.GLOBAL, AxisType.LOOP, AxisType.THREAD):
             raise KernelOptError(f"{opt}: PACK needs an output axis, axis {opt.axis} is {kind}")
         return pack_panels(ast, r)
+    if opt.op is OptOps.PADTO:
+        if kind not in (AxisType.GLOBAL, AxisType.REDUCE) or size is None or opt.amount < 2 or size % opt.amount == 0:
+            raise KernelOptError(f"{opt}: PADTO needs a GLOBAL or REDUCE axis whose size {size} the amount does not "
+                                 "divide")
+        return pad_range(ast, r, opt.amount)
     if opt.op is OptOps.PARTIAL:
         if kind is not AxisType.REDUCE or size is None or opt.amount < 2 or size % opt.amount:
             raise KernelOptError(f"{opt}: PARTIAL needs a REDUCE axis whose size {size} the amount divides")
@@ -256,7 +285,41 @@ def _tile_axis(loads: list[dict[UOp, int | None]], outputs: list[UOp], reduces: 
     return min(alts, key=lambda a: a[0])[1] if alts else store_axis
 
 
+def _remainder_pads(ast: UOp, renderer: Renderer) -> list[Opt]:
+    """PADTO for a matmul-like kernel whose sizes the register tile does not divide (1000 x 1000): the store's
+    contiguous axis to a multiple of two vectors, the rows to a multiple of 8, where that wastes at most a quarter."""
+    vec = max(renderer.max_vector, 1)
+    rngs = kernel_ranges(ast)
+    loads, stores = _accesses(ast)
+    outputs = [r for r in rngs if r.arg[1] is AxisType.GLOBAL and range_size(r) is not None]
+    reduces = [r for r in rngs if r.arg[1] is AxisType.REDUCE]
+    if vec < 2 or not reduces or len(stores) != 1:
+        return []
+    j = next((r for r in reversed(outputs) if stores[0].get(r) == 1), None)
+    inside = [ld for ld in loads if j in ld and any(r in ld for r in reduces)]
+    others = [r for r in outputs if r is not j and any(r not in ld for ld in inside)]
+    if j is None or not inside or not others:
+        return []
+    pads = []
+    for r, amt in ((j, 2 * vec), (others[-1], 8)):
+        size = range_size(r) or 0
+        if size % amt and (size % vec if r is j else True) and size >= 4 * amt:
+            pads.append(Opt(OptOps.PADTO, rngs.index(r), amt))
+    return pads
+
+
 def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
+    """Opts without search (see `_hand_coded`); a matmul-like kernel whose sizes its register tile does not divide
+    is first padded to sizes it does (PADTO: the padded rows and columns are gated off), when that gets it the
+    packed microkernel."""
+    opts = _hand_coded(ast, renderer)
+    if OptOps.PACK in [o.op for o in opts] or not (pads := _remainder_pads(ast, renderer)):
+        return opts
+    tiled = _hand_coded(apply_opts(ast, pads), renderer)
+    return pads + tiled if OptOps.PACK in [o.op for o in tiled] else opts
+
+
+def _hand_coded(ast: UOp, renderer: Renderer) -> list[Opt]:
     """Opts without search, for a CPU with vectors of `renderer.max_vector` floats:
     - matmul-like (an output axis contiguous in the store and in a load that another output axis does not move):
       a register tile, UPCAST of that axis by two vectors and of the other axis by 8, one vector FMA per pair;
@@ -265,7 +328,7 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
       accumulators share their loads;
     - otherwise: UPCAST the contiguous output axis by a vector, UNROLL a small innermost reduce.
     Then THREAD shares the outermost output axis across the cores when the kernel is big enough to pay for it.
-    Amounts always divide the axis sizes (no remainder code); a size they cannot divide gets a smaller tile or none."""
+    Amounts always divide the axis sizes; a size they cannot divide gets a smaller tile or none (or PADTO first)."""
     opts: list[Opt] = []
 
     def add(opt: Opt) -> None:

@@ -29,7 +29,7 @@ class OptOps(Enum):
     LOCAL = auto()  # GPU local (workgroup) dimension
     GROUP = auto()  # split a reduce across local threads
     THREAD = auto()  # split the outermost output axis across CPU threads
-    PADTO = auto()
+    PADTO = auto()  # run an axis to the next multiple of `amount`, the padded iterations gated off (remainders)
     SWAP = auto()  # exchange the loop positions of two output axes (`amount` is the other axis)
     PACK = auto()  # stage the loads the loop of an output axis reuses into a thread-local panel, filled before it
     TC = auto()

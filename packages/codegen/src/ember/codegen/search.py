@@ -53,6 +53,8 @@ def actions(ast: UOp, renderer: Renderer) -> list[Opt]:
         size, kind = range_size(r), r.arg[1]
         if size is None:
             continue
+        if kind in (AxisType.GLOBAL, AxisType.REDUCE):  # a remainder padded away (a quarter wasted at most)
+            out += [Opt(OptOps.PADTO, i, a) for a in (8, 32) if size % a and size >= 4 * a]
         if kind is AxisType.GLOBAL:
             out += [Opt(OptOps.UPCAST, i, a) for a in (2, 4, 8, 16, 32) if size % a == 0 and a <= room]
             if renderer.has_threads and renderer.max_threads > 1 and not threaded and size >= 2:

@@ -229,13 +229,13 @@ def vectorize(ast: UOp, vector_bytes: int) -> UOp:
         return red.replace(src=(UOp(Ops.NOOP, red.dtype, tuple(new)), *red.src[1:]))
 
     def stores(group: UOp) -> UOp | None:
-        runs: dict[tuple, list[tuple[int, UOp]]] = {}  # (buffer, mask, index terms) -> [(index constant, store)]
+        runs: dict[tuple, list[tuple[int, UOp]]] = {}  # (buffer, index terms) -> [(index constant, store)]
         for st in group.src:
             idx = st.src[0]
             if st.op is not Ops.STORE or idx.op is not Ops.INDEX or st.src[1].dtype not in VECTOR_DTYPES:
                 return None
             terms, const = _index_key(idx.src[1])
-            runs.setdefault((idx.src[0], idx.src[2:], terms), []).append((const, st))
+            runs.setdefault((idx.src[0], terms), []).append((const, st))
         out: list[UOp] = []
         changed = False
         for run in runs.values():
@@ -251,11 +251,15 @@ def vectorize(ast: UOp, vector_bytes: int) -> UOp:
                 for start, w in _chunks(len(stretch), _lanes_of(stretch[0].src[1].dtype, vector_bytes)):
                     part = stretch[start:start + w]
                     v = slp.vec(tuple(s.src[1] for s in part))
-                    if worth(v):
+                    if not worth(v):
+                        out.extend(part)
+                    elif all(s.src[0].src[2:] == part[0].src[0].src[2:] for s in part):
                         out.append(UOp(Ops.STORE, dtypes.void, (part[0].src[0], v)))
                         changed = True
-                    else:
-                        out.extend(part)
+                    else:  # lanes gated apart (a padded tile's edge): computed as one vector, stored lane by lane
+                        out.extend(UOp(Ops.STORE, dtypes.void, (s.src[0], UOp(Ops.GEP, v.dtype.scalar(), (v,), k)))
+                                   for k, s in enumerate(part))
+                        changed = True
                     done = start + w
                 out.extend(stretch[done:])
                 i = j
