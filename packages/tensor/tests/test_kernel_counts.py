@@ -156,3 +156,19 @@ def test_cross_entropy_picks_the_label_without_a_sum_over_classes():
     lp = lp - np.log(np.exp(lp).sum(-1, keepdims=True))
     np.testing.assert_allclose(loss.item(), -lp[np.arange(6), labels].mean(), rtol=1e-5)
 
+
+
+@pytest.mark.parametrize("fn, kernels", [("softmax", 4), ("log_softmax", 4), ("logsumexp", 3)])
+def test_softmax_backward_routes_nothing_through_the_max(x, fn, kernels):
+    """The max a softmax subtracts is a shift the result does not depend on: detached, the gradient is p * (g - sum(p
+    * g)) (4 kernels with the forward's max and sum), not also a sum routed to the argmax (2 more); vs PyTorch."""
+    import torch
+
+    c = np.linspace(0, 1, 48, dtype=np.float32)
+    xs = Tensor(x.numpy(), requires_grad=True)
+    (gx,) = (getattr(xs, fn)(-1) * Tensor(c if fn != "logsumexp" else np.float32(1))).sum().gradient(xs)
+    assert n_kernels(gx) == kernels
+    xt = torch.tensor(x.numpy(), requires_grad=True)
+    ref = getattr(torch, fn)(xt, -1) if fn != "logsumexp" else torch.logsumexp(xt, -1)
+    (ref * torch.tensor(c if fn != "logsumexp" else 1.0)).sum().backward()
+    np.testing.assert_allclose(gx.numpy(), xt.grad.numpy(), rtol=1e-4, atol=1e-6)

@@ -843,7 +843,7 @@ class Tensor:
         """log(sum(exp(x))) over `axis`, computed stably around the max."""
         axes = _normalize_axis(axis, self.ndim, "logsumexp")
         x = self.float_()
-        m = x.max(axes, keepdim=True)
+        m = x.max(axes, keepdim=True).detach()  # (a shift: the result does not depend on it, nor its gradient)
         m = m.isinf().where(0.0, m)
         out = (x - m).exp().sum(axes, keepdim=True).log() + m
         return out if keepdim else out.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
@@ -852,14 +852,16 @@ class Tensor:
         """exp(x) / sum(exp(x)) over `axis` (stable: the max is subtracted first); 3 kernels at most."""
         ax = _normalize_axis(axis, self.ndim, "softmax")
         x = self.float_()
-        e = (x - x.max(ax, keepdim=True)).exp()
+        # the max is a shift the result does not depend on: detached, the backward is p * (g - sum(p * g)) and no
+        # gradient is routed through the max's argmax (exactly zero, at the price of two more reduce kernels)
+        e = (x - x.max(ax, keepdim=True).detach()).exp()
         return e / e.sum(ax, keepdim=True)
 
     def log_softmax(self, axis: int = -1) -> Tensor:
         """log(softmax(x)) over `axis`, computed stably: x - max - log(sum(exp(x - max)))."""
         ax = _normalize_axis(axis, self.ndim, "log_softmax")
         x = self.float_()
-        shifted = x - x.max(ax, keepdim=True)
+        shifted = x - x.max(ax, keepdim=True).detach()  # (a shift, as in softmax)
         return shifted - shifted.exp().sum(ax, keepdim=True).log()
 
     def cumsum(self, axis: int = 0) -> Tensor:
