@@ -98,9 +98,9 @@ class UPat:
     def match(self, uop: UOp, store: dict[str, UOp]) -> list[dict[str, UOp]]:
         """Every way this pattern matches `uop`, each a dict of bindings extending `store` (which it may modify)."""
         if (self.op is not None and uop.op not in self.op) or \
-           (self.name is not None and store.setdefault(self.name, uop) is not uop) or \
            (self.dtype is not None and uop.dtype not in self.dtype and uop.dtype.scalar() not in self.dtype) or \
-           (self.arg is not None and self.arg != uop.arg):
+           (self.arg is not None and self.arg != uop.arg) or \
+           (self.name is not None and store.setdefault(self.name, uop) is not uop):
             return []
         if self._repeat is not None:
             stores = [store]
@@ -116,6 +116,9 @@ class UPat:
             return []
         ret: list[dict[str, UOp]] = []
         for pats in self.src:
+            # (most matches fail at a source's op: look at those first, before any bindings are copied)
+            if any(p.op is not None and s.op not in p.op for p, s in zip(pats, uop.src)):
+                continue
             stores = [store.copy()] if len(self.src) > 1 else [store]
             for p, s in zip(pats, uop.src):
                 stores = [m for st in stores for m in p.match(s, st)]
