@@ -13,19 +13,9 @@ import itertools
 
 from ember.codegen.expand import pm_expand
 from ember.codegen.linearize import open_range_sets
-from ember.codegen.opt import range_order
+from ember.codegen.opt import range_order, reduce_identity
 from ember.codegen.vectorize import vectorize
 from ember.uops import DType, GroupOp, Ops, PatternMatcher, UOp, UPat, dtypes, graph_rewrite, symbolic
-
-
-def reduce_identity(op: Ops, dtype: DType) -> int | float | bool:
-    if op is Ops.ADD:
-        return False if dtype == dtypes.bool else 0
-    if op is Ops.MUL:
-        return True if dtype == dtypes.bool else 1
-    if op is Ops.MAX:
-        return -float("inf") if dtypes.is_float(dtype) else dtypes.min(dtype)
-    raise NotImplementedError(f"reduce_identity: no identity for {op}")
 
 
 def open_ranges(u: UOp) -> set[UOp]:

@@ -7,7 +7,7 @@ import itertools
 
 from ember.codegen.program import Opt, OptOps
 from ember.codegen.renderer import Renderer
-from ember.uops import AddrSpace, AxisType, Ops, UOp, dtypes, linear_terms
+from ember.uops import AddrSpace, AxisType, DType, Ops, UOp, dtypes, linear_terms
 
 
 class KernelOptError(ValueError):
@@ -129,12 +129,15 @@ def pack_panels(ast: UOp, r: UOp) -> UOp:
     return ast.substitute(mapping)
 
 
-def _identity(op: Ops, dtype) -> UOp:  # noqa: ANN001
+def reduce_identity(op: Ops, dtype: DType) -> int | float | bool:
+    """The value a reduce starts from (and that padding adds)."""
     if op is Ops.ADD:
-        return UOp.const(dtype, 0)
+        return False if dtype == dtypes.bool else 0
+    if op is Ops.MUL:
+        return True if dtype == dtypes.bool else 1
     if op is Ops.MAX:
-        return UOp.const(dtype, -float("inf") if dtypes.is_float(dtype) else dtype.min)
-    raise KernelOptError(f"PADTO: no identity for a {op.name} reduce")
+        return -float("inf") if dtypes.is_float(dtype) else dtypes.min(dtype)
+    raise NotImplementedError(f"reduce_identity: no identity for {op}")
 
 
 def pad_range(ast: UOp, r: UOp, amount: int) -> UOp:
@@ -149,7 +152,8 @@ def pad_range(ast: UOp, r: UOp, amount: int) -> UOp:
     ast = ast.substitute({u: u.replace(src=(*u.src[:2], (u.src[2] & valid) if len(u.src) > 2 else valid))
                           for u in ast.toposort() if u.op is Ops.INDEX and len(u.src) >= 2 and
                           new in u.src[1].toposort()})
-    return ast.substitute({u: u.replace(src=(valid.where(u.src[0], _identity(u.arg, u.dtype)), *u.src[1:]))
+    return ast.substitute({u: u.replace(src=(valid.where(u.src[0], UOp.const(u.dtype, reduce_identity(u.arg, u.dtype))),
+                                             *u.src[1:]))
                            for u in ast.toposort() if u.op is Ops.REDUCE and new in u.src[1:]})
 
 
