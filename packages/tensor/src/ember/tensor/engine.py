@@ -60,9 +60,11 @@ def beam_width() -> int:
     return width
 
 
-def time_program(device: str, spec: ProgramSpec, runs: int = 3) -> float:
+def time_program(device: str, spec: ProgramSpec, runs: int = 3,
+                 scratch: dict[tuple[int, int, Any], Buffer] | None = None) -> float:
     """Seconds of one launch of `spec` on scratch buffers (zeroed, so gathers index in bounds): the fastest of
-    `runs`; inf if the program does not compile or uses variables."""
+    `runs`; inf if the program does not compile or uses variables. `scratch` keeps the buffers for the next
+    candidate of the same kernel (by slot: what a candidate writes is only ever read back as data)."""
     dev = Device[device]
     if spec.vars:
         return float("inf")
@@ -70,9 +72,13 @@ def time_program(device: str, spec: ProgramSpec, runs: int = 3) -> float:
         prg = dev.runtime(spec.name, dev.compiler.compile_cached(spec.src))
     except CompileError:
         return float("inf")
-    bufs = [Buffer(device, b.size, b.dtype).allocate() for b in spec.bufs]
-    for b in bufs:
-        b.copyin(bytes(b.nbytes))
+    scratch = {} if scratch is None else scratch
+    bufs = []
+    for b in spec.bufs:
+        if (buf := scratch.get(key := (b.slot, b.size, b.dtype))) is None:
+            buf = scratch[key] = Buffer(device, b.size, b.dtype).allocate()
+            buf.copyin(bytes(buf.nbytes))
+        bufs.append(buf)
     return min(prg(*bufs, global_size=spec.global_size, local_size=spec.local_size, vals=(), wait=True) or 0.0
                for _ in range(runs))
 
@@ -83,8 +89,8 @@ def codegen(ast: UOp, device: str) -> ProgramSpec:
     renderer = Device[device].renderer
     opts = None
     if (width := beam_width()) > 0 and not any(u.op is Ops.DEFINE_VAR for u in ast.toposort()):
-        dev = Device[device]
-        opts = beam_search(ast, renderer, lambda spec: time_program(device, spec), width,
+        dev, scratch = Device[device], {}
+        opts = beam_search(ast, renderer, lambda spec: time_program(device, spec, scratch=scratch), width,
                            device_key=f"{device} {dev.compiler.cachekey}")
     return cached_program(ast, renderer, opts)
 
