@@ -78,7 +78,9 @@ class CRenderer(Renderer):
     def _vector_helpers(self, dt: DType, typedefs: set[str]) -> str:
         """The typedef of a vector type and its helpers: broadcast, NaN-propagating max (as emb_maxf), and for float
         exp2 (2^round(x) from the exponent bits times a degree-7 Taylor polynomial of 2^f, |f| <= 1/2: relative
-        error < 1e-7; 0 below 2^-125, inf from 2^128 on, NaN stays NaN)."""
+        error < 1e-7; 0 below 2^-125, inf from 2^128 on, NaN stays NaN). round(x) comes from adding 1.5 * 2^23 (its
+        low bits are then the integer, no float-int conversion); out-of-range lanes compute garbage bits that the
+        two selects at the end replace (x + inf is inf, or NaN for a NaN)."""
         vt, st, n = self.ctype(dt), self.ctype(dt.scalar()), dt.count
         it = f"v{n}_{'int' if dt.scalar().itemsize == 4 else 'long_long'}"
         ist = "int" if dt.scalar().itemsize == 4 else "long long"
@@ -94,15 +96,13 @@ class CRenderer(Renderer):
         if dt.scalar() == dtypes.float32:
             taylor = "".join(f"+f*({1 / math.factorial(k)!r}f" for k in range(1, 8)) + ")" * 7
             out += (f"static inline {vt} {vt}_exp2({vt} x) {{\n"
-                    f"  {it} over = x >= 128.0f, under = x < -125.0f, nan = x != x;\n"
-                    f"  {vt} xc = {vt}_sel(over | under | nan, {vt}_bcast(0.0f), x), c = xc + 0.5f;\n"
-                    f"  {it} n = __builtin_convertvector(c, {it});\n"
-                    f"  n += ({it})(c < __builtin_convertvector(n, {vt}));  /* floor(x + 1/2) */\n"
-                    f"  {vt} f = (xc - __builtin_convertvector(n, {vt})) * 0.6931471805599453f;\n"
+                    f"  {it} over = (x >= 128.0f) | (x != x), under = x < -125.0f;\n"
+                    f"  {vt} c = x + 12582912.0f;  /* 1.5 * 2^23: the float's low bits are round(x) */\n"
+                    f"  {it} n = ({it})c - 0x4B400000;\n"
+                    f"  {vt} f = (x - (c - 12582912.0f)) * 0.6931471805599453f;\n"
                     f"  {vt} p = 1.0f{taylor};\n"
-                    f"  {vt} r = ({vt})(({it})p + (n << 23));\n"
-                    f"  r = {vt}_sel(under, {vt}_bcast(0.0f), r);\n"
-                    f"  return {vt}_sel(nan, x, {vt}_sel(over, {vt}_bcast(INFINITY), r));\n"
+                    f"  {vt} r = ({vt})(~under & (({it})p + (n << 23)));\n"
+                    f"  return {vt}_sel(over, x + INFINITY, r);\n"
                     f"}}\n")
         return out
 
