@@ -236,6 +236,9 @@ def _divisor(size: int | None, amounts: tuple[int, ...]) -> int | None:
     return next((a for a in amounts if a >= 2 and size is not None and size % a == 0 and size >= a), None)
 
 
+L1_PANEL_BYTES = 64 * 1024  # a packed panel up to this size is read from L1 (or close) by each row tile
+
+
 def _worth_packing(ast: UOp, ld: dict[UOp, int | None], other: UOp, j: UOp, j_amt: int, i_amt: int,
                    renderer: Renderer) -> bool:
     """Whether a matmul's B load (strides `ld`) is worth packing under a j_amt x i_amt tile: the panel (the reduce
@@ -370,7 +373,15 @@ def _hand_coded(ast: UOp, renderer: Renderer) -> list[Opt]:
                 if j_amt is not None else []:
             others = [r for r in outputs if r is not tile_axis and r not in ld]
             other = others[-1] if others else None
-            i_amt = _divisor(range_size(other), (8, 4, 2)) if other is not None else None
+            # 16 rows when their A values are consecutive in memory (a weight gradient's x[t, i:i+16]: one cache line
+            # per reduce step) and the panel is past L1 (half the passes over it from L2); else 8
+            rows_a = [a for a in loads if other is not None and other in a and any(r in a for r in reduces)]
+            k = 1
+            for r in (r for r in reduces if r in ld):
+                k *= range_size(r) or 1
+            wide_rows = rows_a and all(a[other] == 1 for a in rows_a) and k * j_amt * 4 > L1_PANEL_BYTES
+            i_amts = (16, 8, 4, 2) if wide_rows else (8, 4, 2)
+            i_amt = _divisor(range_size(other), i_amts) if other is not None else None
             pack = i_amt is not None and _worth_packing(ast, ld, other, tile_axis, j_amt, i_amt, renderer)
             if not pack and ld[tile_axis] != 1:
                 continue
