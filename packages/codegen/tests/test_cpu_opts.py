@@ -152,6 +152,8 @@ def test_heuristic_tiles_a_weight_gradient_along_its_wide_operand(run_c, rng):
     (out, *_) = run_c(to_program(ast, CRenderer()), np.zeros((512, 64), np.float32), g, h)
     np.testing.assert_allclose(out, g.T @ h, rtol=1e-4, atol=1e-3, err_msg=str(opts))
     assert hand_coded_opts(wgrad(64, 512, 1024), CRenderer())[0] == Opt(OptOps.UPCAST, 1, 32)
+    # GQA's dV = p^T dO (p: 512 x 256, 512 KB; dO: 512 x 32): p streamed into panels along its contiguous rows
+    assert hand_coded_opts(wgrad(256, 32, 512), CRenderer())[0] == Opt(OptOps.UPCAST, 0, 32)
 
 
 @pytest.mark.parametrize("op", [Ops.ADD, Ops.MAX])

@@ -258,7 +258,9 @@ def _worth_packing(ast: UOp, ld: dict[UOp, int | None], other: UOp, j: UOp, j_am
     return panel * 4 <= MAX_PANEL_BYTES and reuse >= 4 and not (renderer.has_threads and outer and first < 4)
 
 
-REREAD_BYTES = 1 << 20  # a matmul operand re-read once per column panel should come from L2, not memory
+# a matmul operand re-read once per column panel, row by row far apart (x^T's columns, an attention's p^T), should
+# be small: past this, streaming it once into panels wins (the strided rows defeat the prefetcher)
+REREAD_BYTES = 1 << 18
 
 
 def _tile_axis(loads: list[dict[UOp, int | None]], outputs: list[UOp], reduces: list[UOp], store_axis: UOp,
@@ -266,7 +268,8 @@ def _tile_axis(loads: list[dict[UOp, int | None]], outputs: list[UOp], reduces: 
     """The output axis of a matmul-like kernel that its register tile vectorizes: the store's contiguous axis, unless
     the operand re-read for each of its panels (the load the other output axis moves) is over REREAD_BYTES and another
     output axis, contiguous in some load, leaves a smaller one to re-read (a weight gradient dW = x^T g with g much
-    wider than x: g is streamed once into panels and x re-read from cache; the stores go lane by lane)."""
+    wider than x: g is streamed once into panels and x re-read from cache; GQA's dV = p^T dO: p streamed; the stores
+    go lane by lane)."""
     def reread(j: UOp) -> int | None:
         """Bytes per outer iteration of what the rows re-read when j is the tile axis (None: j is no tile axis)."""
         best = None
