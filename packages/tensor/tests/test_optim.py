@@ -200,6 +200,11 @@ def test_share_storage_orders_reads_and_writes():
         share_storage([Tensor([1.0]), Tensor([1], dtype=optim.dtypes.int32)])
     with pytest.raises(ValueError, match="appears twice"):
         share_storage([a, a])
+    # whole buffers are copied into their slices; a view of a buffer (a slice) and a lazy tensor go through kernels
+    c, d = Tensor(np.arange(10, dtype=np.float32))[2:7], Tensor(np.ones(3, np.float32)) * 2
+    np.testing.assert_array_equal(share_storage([c, d, Tensor(np.full(2, 9.0, np.float32))]).numpy(),
+                                  [2, 3, 4, 5, 6, 2, 2, 2, 9, 9])
+    np.testing.assert_array_equal(c.numpy(), [2, 3, 4, 5, 6])
 
 
 def test_load_state_dict_after_optimizer_keeps_storage():

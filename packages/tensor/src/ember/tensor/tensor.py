@@ -1607,12 +1607,23 @@ def share_storage(tensors: Sequence[Tensor]) -> Tensor:
     kinds = {(t.device, t.dtype) for t in tensors}
     if len(kinds) != 1:
         raise ValueError(f"share_storage: tensors must share one device and dtype, got {sorted(map(str, kinds))}")
-    flat = Tensor.cat(*[t.reshape(-1) for t in tensors]).contiguous().realize()
+    (device, dtype), = kinds
+    Tensor.realize_all(*tensors)
+    flat = Tensor.empty(sum(t.numel() for t in tensors), dtype=dtype, device=device)
+    flat_buf = engine.buffer_base(flat.uop)
+    assert flat_buf is not None
+    engine.buffer_for(flat_buf)  # (allocated now: the views are its slices)
     mapping: dict[UOp, UOp] = {}
     for t, view in zip(tensors, storage_views(flat, [t.shape for t in tensors])):
         if t.numel() == 0:
             continue
         old = engine.buffer_base(t.uop)  # a whole realized buffer: every reader of it reads the view now
+        if old is not None:  # its bytes copied into the slice (one kernel that concatenated them all cost seconds)
+            slice_buf = engine.buffer_base(view.uop)
+            assert slice_buf is not None
+            engine.buffer_for(slice_buf).copyin(memoryview(engine.copyout_bytes(t.uop)))
+        else:  # (a view of a buffer: a kernel reads it into place)
+            view.assign(t).realize()
         if old is not None and old in mapping:
             raise ValueError("share_storage: two of the tensors are views of one buffer")
         mapping[old if old is not None else t.uop] = view.uop.src[0] if old is not None else view.uop
