@@ -175,3 +175,26 @@ def test_assign_to_a_view():
     a = buf(4, 4)
     s = kernels(a.shrink(((1, 3), (0, 4))).assign(const(1.0, (2, 4))))
     assert len(s.items) == 1 and s.items[0].bufs[0] is a.src[0]
+
+
+def test_kernels_of_one_template_are_built_once(monkeypatch):
+    """A realized node's graph with its inputs as numbered placeholders is a template: the kernels of a model's
+    layers (same graph, other buffers) are rangeified once, then reused with their own buffers. Reading one buffer
+    twice is another template than reading two, and reading a realized node goes through its buffer."""
+    import ember.schedule as sched_mod
+
+    monkeypatch.setattr(sched_mod, "_templates", {})
+    calls = []
+    real = sched_mod.kernel_ast
+    monkeypatch.setattr(sched_mod, "kernel_ast", lambda x, b: calls.append(x) or real(x, b))
+    a, b, c, d = (buf(7, 13) for _ in range(4))
+    s1, s2 = kernels((a * b).exp2()), kernels((c * d).exp2())
+    assert len(calls) == 1 and s1.items[0].ast is s2.items[0].ast
+    assert s2.items[0].bufs[1:] == (c.src[0], d.src[0]) and s1.items[0].bufs[1:] == (a.src[0], b.src[0])
+    s3 = kernels((c * c).exp2())
+    assert len(calls) == 2 and s3.items[0].bufs[1:] == (c.src[0],)
+    # a reduce read twice is realized: the second kernel reads it through its buffer, in both schedules alike
+    r1, r2 = a.reduce_axis(Ops.ADD, (1,)), c.reduce_axis(Ops.ADD, (1,))
+    t1, t2 = kernels(r1 + r1.exp2()), kernels(r2 + r2.exp2())
+    assert [it.ast for it in t1.items] == [it.ast for it in t2.items] and len(t1.items) == 2
+    assert t2.items[0].bufs[1:] == (c.src[0],) and t2.items[1].bufs[1] == t2.items[0].bufs[0]

@@ -86,6 +86,54 @@ def _closure(deps: dict[UOp, set[UOp]], u: UOp) -> set[UOp]:
     return seen
 
 
+# kernels by template: a realized node's graph with what it reads replaced by numbered placeholder BUFFERs. The
+# layers of a model (and each call of a training step) make the same templates over other buffers: rangeify runs once
+_templates: dict[UOp, ExecItem] = {}
+_TEMPLATES_MAX = 4096
+
+
+def _kernel_item(u: UOp, buffers: dict[UOp, UOp]) -> ExecItem:
+    """The ExecItem of realized node u: from the template cache, or built (rangeify + kernel split) and cached.
+    The template stops where the kernel does: at BUFFERs and other realized nodes (read through their buffer's
+    shape), and reads an assigned value through its target, as the kernel does."""
+    order, seen, stack = [], set(), [(u, False)]
+    while stack:
+        x, done = stack.pop()
+        if done:
+            order.append(x)
+            continue
+        if x in seen:
+            continue
+        seen.add(x)
+        stack.append((x, True))
+        if x.op is Ops.BUFFER or (x is not u and x in buffers and x.op is not Ops.ASSIGN):
+            continue
+        kids = (x.src[0],) if x is not u and x.op is Ops.ASSIGN and x in buffers else x.src
+        stack.extend((s, False) for s in reversed(kids) if s not in seen)
+    new: dict[UOp, UOp] = {}
+    real: dict[UOp, UOp] = {}
+
+    def placeholder(buf: UOp) -> UOp:
+        p = UOp(Ops.BUFFER, buf.dtype, (UOp(Ops.UNIQUE, arg=-1 - len(real)), buf.src[1]), buf.arg)
+        real[p] = buf
+        return p
+
+    for x in order:
+        if x.op is Ops.BUFFER:
+            new[x] = placeholder(x)
+        elif x is not u and x in buffers:
+            new[x] = new[x.src[0]] if x.op is Ops.ASSIGN else placeholder(buffers[x]).reshape(x.shape)
+        else:
+            new[x] = x.replace(src=tuple(new[s] for s in x.src)) if x.src else x
+    template = new[u]
+    out = {} if u.op is Ops.ASSIGN else {template: placeholder(buffers[u])}
+    if (item := _templates.get(template)) is None:
+        if len(_templates) >= _TEMPLATES_MAX:
+            _templates.clear()
+        item = _templates[template] = split_kernel(kernel_ast(template, out))
+    return ExecItem(item.ast, tuple(real[b] for b in item.bufs))
+
+
 def schedule(sink: UOp, hold: frozenset[UOp] = frozenset()) -> Schedule:
     """Schedule the tensors in `sink` (a SINK of tensor UOps). Tensors in `hold` (still referenced by the user) keep
     their buffers; other intermediates may share storage."""
@@ -110,7 +158,7 @@ def schedule(sink: UOp, hold: frozenset[UOp] = frozenset()) -> Schedule:
             src = u.src[0]
             items.append(copy_item(buffers[u], buffer_of(src) if is_buffer_view(src) else buffers[src]))
         else:
-            items.append(split_kernel(kernel_ast(u, buffers)))
+            items.append(_kernel_item(u, buffers))
     # what the caller can see: outputs, held tensors and assigns keep their buffers; the rest may be reused
     outputs = {strip_detach(s) for s in sink.src}
     becomes = {u: (u.src[0] if u.op is Ops.ASSIGN else buffers[u].reshape(u.shape))
