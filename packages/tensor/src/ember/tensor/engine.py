@@ -104,20 +104,22 @@ def get_kernel(ast: UOp, device: str) -> CompiledKernel:
 
 
 def prepare_kernels(sched: Schedule) -> None:
-    """Codegen every kernel of a schedule that is not compiled yet, then compile them all at once, one C compiler
-    process per core (the compiles release the GIL; identical sources compile once)."""
+    """Codegen every kernel of a schedule that is not compiled yet, each source handed to a C compiler process as
+    soon as it is rendered (one per core: the compiles overlap the Python codegen of the next kernels and release
+    the GIL; identical sources compile once)."""
     todo: dict[tuple[UOp, str], ProgramSpec] = {}
-    for item in sched.items:
-        if item.ast.op is not Ops.COPY and (key := (item.ast, item.bufs[0].src[1].arg)) not in _kernel_cache \
-                and key not in todo:
-            todo[key] = codegen(item.ast, key[1])
-    if len(todo) < 2:
+    pending = [(item.ast, item.bufs[0].src[1].arg) for item in sched.items if item.ast.op is not Ops.COPY]
+    pending = [key for key in dict.fromkeys(pending) if key not in _kernel_cache]
+    if len(pending) < 2:
         return
-    srcs = {(dev, spec.src) for (_, dev), spec in todo.items()}
-    with ThreadPoolExecutor(max_workers=min(len(srcs), os.cpu_count() or 1)) as pool:
-        libs = dict(zip(srcs, pool.map(lambda ds: Device[ds[0]].compiler.compile_cached(ds[1]), srcs)))
-    for (ast, dev), spec in todo.items():
-        _kernel_cache[(ast, dev)] = CompiledKernel(dev, spec, libs[(dev, spec.src)])
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        libs: dict[tuple[str, str], Any] = {}
+        for key in pending:
+            spec = todo[key] = codegen(key[0], key[1])
+            if (ds := (key[1], spec.src)) not in libs:
+                libs[ds] = pool.submit(Device[key[1]].compiler.compile_cached, spec.src)
+        for (ast, dev), spec in todo.items():
+            _kernel_cache[(ast, dev)] = CompiledKernel(dev, spec, libs[(dev, spec.src)].result())
 
 
 def run_copy(item: ExecItem, bufs: list[Buffer] | None = None) -> None:
