@@ -122,3 +122,35 @@ def test_vector_masks_selects_reciprocals_and_casts_match_numpy():
     # the aranges are now computed from the kernel's index (IOTA): an upcast column as an int32 vector is a broadcast
     # plus the constant ramp (0, 1, ..., 15), not 16 scalar casts put together lane by lane
     assert "{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}" in src and "(v16_int){((int)" not in src, src
+
+
+def test_expansion_folds_copies_as_well_as_full_symbolic(monkeypatch):
+    """The expansion's copies are simplified by constant folding and the divmod rules only (the term rules over
+    every copy cost twice the expansion): the C of a permuted-view x @ W.T, a padded matmul and a causal softmax row
+    has no more divisions and modulos than with the whole symbolic pass; the values match numpy."""
+    from ember.uops import symbolic
+
+    lower_mod = sys.modules["ember.codegen.lower"]  # (the package's `lower` attribute is the function)
+    rng = np.random.default_rng(0)
+    x4, w = rng.standard_normal((4, 8, 256, 32), dtype=np.float32), rng.standard_normal((256, 256), dtype=np.float32)
+    p, q = rng.standard_normal((100, 70), dtype=np.float32), rng.standard_normal((70, 136), dtype=np.float32)
+    s = rng.standard_normal((64, 64), dtype=np.float32)
+    x = x4.transpose(0, 2, 1, 3).reshape(4, 256, 256)  # (attention's output, heads merged back: the wo projection)
+    causal = np.arange(64)[:, None] >= np.arange(64)[None]
+    cases = [(Tensor(x4).permute(0, 2, 1, 3).reshape(4, 256, 256) @ Tensor(w).T, x @ w.T),
+             (Tensor(p) @ Tensor(q), p @ q),
+             ((Tensor.arange(64).reshape(64, 1) >= Tensor.arange(64).reshape(1, 64)).where(Tensor(s), -np.inf)
+              .exp().sum(-1), np.where(causal, np.exp(s), 0).sum(-1))]
+
+    def divmods(ast):
+        body = to_program(ast, CRenderer()).src.split("void ", 1)[1]
+        return sum(line.count("/") + line.count("%") for line in body.splitlines() if "/*" not in line)
+
+    asts = [kernel_ast(t) for t, _ in cases]
+    ours = [divmods(ast) for ast in asts]
+    with monkeypatch.context() as m:
+        m.setattr(lower_mod, "pm_lower_expand", lower_mod.pm_sort_ends + lower_mod.pm_expand + symbolic)
+        full = [divmods(ast) for ast in asts]
+    assert all(o <= f for o, f in zip(ours, full)), (ours, full)
+    for t, want in cases:
+        np.testing.assert_allclose(t.numpy(), want, rtol=1e-4, atol=1e-4)

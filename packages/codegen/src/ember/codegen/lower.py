@@ -15,7 +15,7 @@ from ember.codegen.expand import pm_expand
 from ember.codegen.linearize import open_range_sets
 from ember.codegen.opt import range_order, reduce_identity
 from ember.codegen.vectorize import vectorize
-from ember.uops import DType, GroupOp, Ops, PatternMatcher, UOp, UPat, dtypes, graph_rewrite, symbolic
+from ember.uops import DType, GroupOp, Ops, PatternMatcher, UOp, UPat, dtypes, graph_rewrite, pm_divmod, symbolic_simple
 
 
 def open_ranges(u: UOp) -> set[UOp]:
@@ -83,7 +83,9 @@ pm_sort_ends = PatternMatcher([
           allow_any_len=True, name="e"), sort_end_ranges),
 ])
 
-pm_lower_expand = pm_sort_ends + pm_expand + symbolic
+# the copies an expansion makes differ in constants: folding those and the divisions they feed is all they need
+# (the kernel had the whole symbolic pass before; over all the copies its term rules cost twice the expansion)
+pm_lower_expand = pm_sort_ends + pm_expand + symbolic_simple + pm_divmod
 
 
 def lower(ast: UOp, vector_bytes: int = 0) -> UOp:

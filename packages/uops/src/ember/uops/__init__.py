@@ -26,6 +26,7 @@ from ember.uops.symbolic import (  # noqa: E402
     gate_loads,
     linear_terms,
     onehot_pick,
+    pm_divmod,
     pm_reduce_collapse,
     simplify_given_valid,
     symbolic,
@@ -38,5 +39,5 @@ __all__ = [
     "render", "render_expr",
     "PatternMatcher", "RewriteLoopError", "UPat", "graph_rewrite", "broadcast_shape", "prod", "sint", "SpecError",
     "verify", "exec_alu", "linear_terms", "simplify_given_valid", "symbolic", "symbolic_simple",
-    "pm_reduce_collapse", "onehot_pick", "gate_loads",
+    "pm_reduce_collapse", "onehot_pick", "gate_loads", "pm_divmod",
 ]

@@ -279,6 +279,13 @@ symbolic_simple = PatternMatcher([
     ((ivar * UPat.cvar("c1")) * UPat.cvar("c2"), lambda x, c1, c2: x * (c1.arg * c2.arg)),
 ])
 
+# division and modulo by constants, on non-negative numerators (range analysis of the numerator)
+pm_divmod = PatternMatcher([
+    (UPat((Ops.IDIV, Ops.MOD), src=(ivar, icst), name="d"), fold_divmod),
+    (UPat(Ops.IDIV, src=(ivar // UPat.cvar("c1"), UPat.cvar("c2")), name="d"), fold_nested_div),
+    ((ivar % UPat.cvar("c1")) % UPat.cvar("c2"), fold_nested_mod),
+])
+
 symbolic = symbolic_simple + PatternMatcher([
     # range analysis: an int/bool expression with one possible value is that constant
     (UPat(GroupOp.ALU, dtype=_INTS_BOOL, name="x"), fold_known_value),
@@ -293,12 +300,8 @@ symbolic = symbolic_simple + PatternMatcher([
      lambda y, x, c1, c2: y + x * (c1.arg + c2.arg)),
     ((UPat.var("y") + ivar) + ivar * UPat.cvar("c1"), lambda y, x, c1: y + x * (c1.arg + 1)),
     ((UPat.var("y") + ivar * UPat.cvar("c1")) + ivar, lambda y, x, c1: y + x * (c1.arg + 1)),
-    # division and modulo by constants, on non-negative numerators
-    (UPat((Ops.IDIV, Ops.MOD), src=(ivar, icst), name="d"), fold_divmod),
-    (UPat(Ops.IDIV, src=(ivar // UPat.cvar("c1"), UPat.cvar("c2")), name="d"), fold_nested_div),
-    ((ivar % UPat.cvar("c1")) % UPat.cvar("c2"), fold_nested_mod),
     (UPat(Ops.ADD, dtype=_INTS, name="a"), recombine_divmod),
-])
+]) + pm_divmod
 
 
 # *** one-hot reduces: a sum over r of (r == y) * v(r) is v(y), where y is in r's bounds ***
