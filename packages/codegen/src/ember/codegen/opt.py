@@ -7,7 +7,7 @@ import itertools
 
 from ember.codegen.program import Opt, OptOps
 from ember.codegen.renderer import Renderer
-from ember.uops import AddrSpace, AxisType, DType, Ops, UOp, dtypes, linear_terms
+from ember.uops import AddrSpace, AxisType, DType, Ops, UOp, dtypes, gate_loads, linear_terms
 
 
 class KernelOptError(ValueError):
@@ -148,10 +148,7 @@ def pad_range(ast: UOp, r: UOp, amount: int) -> UOp:
     assert n is not None
     new = UOp.range(-(-n // amount) * amount, r.arg[0], r.arg[1])
     valid = new < n
-    ast = ast.substitute({r: new})
-    ast = ast.substitute({u: u.replace(src=(*u.src[:2], (u.src[2] & valid) if len(u.src) > 2 else valid))
-                          for u in ast.toposort() if u.op is Ops.INDEX and len(u.src) >= 2 and
-                          new in u.src[1].toposort()})
+    ast = gate_loads(ast.substitute({r: new}), new, valid)
     return ast.substitute({u: u.replace(src=(valid.where(u.src[0], UOp.const(u.dtype, reduce_identity(u.arg, u.dtype))),
                                              *u.src[1:]))
                            for u in ast.toposort() if u.op is Ops.REDUCE and new in u.src[1:]})

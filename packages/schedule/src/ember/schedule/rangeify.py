@@ -22,6 +22,7 @@ from ember.uops import (
     dtypes,
     gate_loads,
     graph_rewrite,
+    index_in_range,
     movement_index,
     onehot_pick,
     pm_reduce_collapse,
@@ -286,8 +287,7 @@ def scatter_ast(ctx: IndexCtx, value: UOp, idxs: tuple[UOp, ...],
         y, term = hit
         loops = {r: UOp.range(r.src[0], next(ctx.range_ids), AxisType.LOOP) for r in (*red.src[1:], *idxs)
                  if r.op is Ops.RANGE and r is not v}
-        yi = (y if y.dtype == dtypes.index else y.cast(dtypes.index)).substitute(loops)
-        valid = (yi < v.src[0].arg) & ((yi < 0) ^ True)
+        yi, valid = index_in_range(y.substitute(loops), v.src[0].arg)
         out = address(idxs)
         deps: tuple[UOp, ...] = ()
         if not (base.op is Ops.LOAD and base.src[0] is out):  # (+= into the buffer itself: its values are the base)

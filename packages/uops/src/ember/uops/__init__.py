@@ -24,6 +24,7 @@ from ember.uops.spec import SpecError, verify  # noqa: E402
 from ember.uops.symbolic import (  # noqa: E402
     exec_alu,
     gate_loads,
+    index_in_range,
     linear_terms,
     onehot_pick,
     pm_divmod,
@@ -40,4 +41,5 @@ __all__ = [
     "PatternMatcher", "RewriteLoopError", "UPat", "graph_rewrite", "broadcast_shape", "prod", "sint", "SpecError",
     "verify", "exec_alu", "linear_terms", "simplify_given_valid", "symbolic", "symbolic_simple",
     "pm_reduce_collapse", "onehot_pick", "gate_loads", "pm_divmod",
+    "index_in_range",
 ]

@@ -333,8 +333,15 @@ def onehot_pick(x: UOp, r: UOp) -> tuple[UOp, UOp] | None:
     return None
 
 
+def index_in_range(y: UOp, n: int) -> tuple[UOp, UOp]:
+    """y as an index, and the condition 0 <= y < n (in the form `simplify_given_valid` reads as bounds)."""
+    yi = y if y.dtype == dtypes.index else y.cast(dtypes.index)
+    return yi, (yi < n) & ((yi < 0) ^ True)
+
+
 def gate_loads(x: UOp, dep: UOp, valid: UOp) -> UOp:
-    """x with every INDEX whose address depends on `dep` gated by `valid` (a gated address is never touched)."""
+    """x with every INDEX whose address depends on `dep` gated by `valid`, a load's or a store's (a gated address is
+    never touched)."""
     gated = {u: u.replace(src=(*u.src[:2], (u.src[2] & valid) if len(u.src) > 2 else valid))
              for u in x.toposort() if u.op is Ops.INDEX and len(u.src) >= 2 and dep in u.src[1].toposort()}
     return x.substitute(gated) if gated else x
@@ -350,8 +357,7 @@ def collapse_onehot_reduce(red: UOp) -> UOp | None:
         if r.op is not Ops.RANGE or r.src[0].op is not Ops.CONST or (hit := onehot_pick(red.src[0], r)) is None:
             continue
         y, v = hit
-        yi = y if y.dtype == dtypes.index else y.cast(dtypes.index)
-        valid = (yi < r.src[0].arg) & ((yi < 0) ^ True)
+        yi, valid = index_in_range(y, r.src[0].arg)
         out = valid.where(gate_loads(v.substitute({r: yi}), yi, valid), red.const_like(0))
         rest = tuple(s for s in red.src[1:] if s is not r)
         return UOp(Ops.REDUCE, red.dtype, (out, *rest), red.arg) if rest else out
