@@ -151,7 +151,9 @@ class UOp(metaclass=UOpMetaClass):
                kwargs.pop("arg", self.arg), kwargs.pop("tag", self.tag))
         if kwargs:
             raise TypeError(f"replace: unknown fields {sorted(kwargs)}")
-        if all(a is b for a, b in zip(new, (self.op, self.dtype, self.src, self.arg, self.tag))):
+        # (spelled out, not all() over a zip: replace is on the hot path of every rewrite)
+        if new[0] is self.op and new[1] is self.dtype and new[2] is self.src and new[3] is self.arg and \
+                new[4] is self.tag:
             return self
         return UOp(*new)
 
@@ -178,13 +180,23 @@ class UOp(metaclass=UOpMetaClass):
         """This graph with each key of `mapping` replaced by its value (a single pass: values are not rewritten)."""
         if not mapping:
             return self
+        # the walk stops at the keys: what lies only below a replaced node is never rebuilt (replacing the stores at
+        # the top of a big kernel walks the few nodes above them, not the kernel)
         new: dict[UOp, UOp] = {}
-        for u in self.toposort():
-            if u in mapping:
-                new[u] = mapping[u]
-            else:
+        visited: set[UOp] = set()
+        stack: list[tuple[UOp, bool]] = [(self, False)]
+        while stack:
+            u, done = stack.pop()
+            if done:
                 src = tuple(new[s] for s in u.src)
                 new[u] = u if all(a is b for a, b in zip(src, u.src)) else u.replace(src=src)
+            elif u not in visited:
+                visited.add(u)
+                if u in mapping:
+                    new[u] = mapping[u]
+                else:
+                    stack.append((u, True))
+                    stack.extend((s, False) for s in reversed(u.src) if s not in visited)
         return new[self]
 
     def simplify(self) -> UOp:

@@ -200,9 +200,9 @@ def graph_rewrite(sink: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: boo
             stack.append((n, 1, new_n))
             stack.extend((s, 0, s) for s in reversed(new_n.src) if s not in replace)
         elif stage == 1:
-            src = tuple(replace[s] for s in new_n.src)
-            if any(a is not b for a, b in zip(src, new_n.src)):
-                r: UOp | None = new_n.replace(src=src)
+            src = tuple(map(replace.__getitem__, new_n.src))
+            if src != new_n.src:  # (UOps compare by identity: this is `any(a is not b)`, in C)
+                r: UOp | None = UOp(new_n.op, new_n.dtype, src, new_n.arg, new_n.tag)
             elif not bottom_up:
                 r = pm.rewrite(new_n, ctx)
             else:
