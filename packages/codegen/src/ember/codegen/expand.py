@@ -7,32 +7,43 @@ independent: `vectorize` turns alike ones into vector ops, and the reduces they 
 
 from __future__ import annotations
 
+import functools
 import itertools
+import math
 
 from ember.uops import AxisType, Ops, PatternMatcher, UOp, UPat, dtypes
 
 
-def _points(rngs: list[UOp]) -> list[dict[UOp, UOp]]:
-    sizes = [range(r.src[0].arg) for r in rngs]
-    return [{r: UOp.const(dtypes.index, v) for r, v in zip(rngs, p)} for p in itertools.product(*sizes)]
-
-
 def _copies(root: UOp, rngs: list[UOp]) -> tuple[UOp, ...]:
-    """root at each point of rngs. One walk of the graph: only the nodes that depend on rngs are rebuilt per point
-    (a 32 x 8 tile is 256 copies; a full substitute per copy walked the whole graph 256 times)."""
-    order = root.toposort()
-    moved = set(rngs)
-    for u in order:
-        if u not in moved and any(s in moved for s in u.src):
-            moved.add(u)
-    dependent = [u for u in order if u in moved and u.op is not Ops.RANGE]
-    out = []
-    for point in _points(rngs):
-        new = dict(point)
-        for u in dependent:
-            new[u] = u.replace(src=tuple(new.get(s, s) for s in u.src))
-        out.append(new.get(root, root))
-    return tuple(out)
+    """root at each point of rngs (in `itertools.product` order). One walk of the graph, and each node is rebuilt once
+    per point of the ranges it depends on, not of all of them: in a 32 x 8 tile a load of a row is 32 copies, not 256
+    (a full substitute per copy walked the whole graph 256 times)."""
+    sizes = tuple(r.src[0].arg for r in rngs)
+    axes: dict[UOp, tuple[int, ...]] = {r: (i,) for i, r in enumerate(rngs)}  # the rngs (by position) a node uses
+    copies: dict[UOp, list[UOp]] = {r: [UOp.const(dtypes.index, v) for v in range(n)] for r, n in zip(rngs, sizes)}
+    for u in root.toposort():
+        if u.op is Ops.RANGE or not (used := [axes[s] for s in u.src if s in axes]):
+            continue
+        a = axes[u] = used[0] if all(x == used[0] for x in used) else tuple(sorted(set().union(*used)))
+        srcs = [(copies[s], _projection(sizes, a, axes[s])) if s in axes else None for s in u.src]
+        copies[u] = [u.replace(src=tuple(s if c is None else c[0][c[1][i]] for s, c in zip(u.src, srcs)))
+                     for i in range(math.prod(sizes[x] for x in a))]
+    if root not in axes:
+        return (root,) * math.prod(sizes)
+    return tuple(copies[root][j] for j in _projection(sizes, tuple(range(len(rngs))), axes[root]))
+
+
+@functools.cache
+def _projection(sizes: tuple[int, ...], axes: tuple[int, ...], sub: tuple[int, ...]) -> tuple[int, ...]:
+    """For each point of the ranges `axes` (product order), the position of its part on `sub` (a subset of axes)."""
+    ret = []
+    for point in itertools.product(*(range(sizes[x]) for x in axes)):
+        at = dict(zip(axes, point))
+        pos = 0
+        for x in sub:
+            pos = pos * sizes[x] + at[x]
+        ret.append(pos)
+    return tuple(ret)
 
 
 def _expandable(r: UOp, kind: AxisType) -> bool:
