@@ -132,3 +132,20 @@ def test_graph_rewrite_deep_graph():
     pm = PatternMatcher([(UPat.var("a") * 1, lambda a: a), (UPat.var("a") + 0, lambda a: a)])
     assert graph_rewrite(e, pm) is x
     assert graph_rewrite(e, pm, bottom_up=True) is x
+
+
+def test_graph_rewrite_memo_reuses_results_across_calls():
+    calls = []
+
+    def fold(a: UOp, c1: UOp, c2: UOp) -> UOp:
+        calls.append(a)
+        return a + (c1.arg + c2.arg)
+
+    pm = PatternMatcher([((UPat.var("a") + UPat.cvar("c1")) + UPat.cvar("c2"), fold)])
+    shared = (x + 1) + 2
+    memo: dict[UOp, UOp] = {}
+    assert graph_rewrite(shared * y, pm, memo=memo) is (x + 3) * y
+    assert memo[shared] is x + 3 and len(calls) == 1
+    # the shared term's result comes from the memo: no rule runs on it again, and the result is the memo-less one
+    assert graph_rewrite(shared * 5, pm, memo=memo) is graph_rewrite(shared * 5, pm) is (x + 3) * 5
+    assert len(calls) == 2

@@ -73,6 +73,8 @@ def test_substitute():
     assert e.substitute({x: y}) is (y + 1) * y
     assert e.substitute({x + 1: y}) is y * x
     assert e.substitute({}) is e
+    # the walk stops at a key: x under x+1 is not replaced there, but x outside it is
+    assert e.substitute({x + 1: y, x: y + 2}) is y * (y + 2)
 
 
 def test_alu_builders_and_dtypes():

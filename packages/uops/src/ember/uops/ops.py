@@ -105,6 +105,10 @@ class UOpMetaClass(type):
 
 
 _NOT_COMPUTED: Any = object()
+# simplify()'s rewrites of every node seen, by table (symbolic, symbolic_simple): the index expressions of a schedule
+# share most of their terms, and each simplify() call walked them again (nine visits in ten were repeats)
+_simplify_memos: tuple[dict[UOp, UOp], dict[UOp, UOp]] = ({}, {})
+_SIMPLIFY_MEMO_MAX = 1 << 16
 _SELF: Any = object()
 
 
@@ -209,8 +213,10 @@ class UOp(metaclass=UOpMetaClass):
         # local rules cannot see sharing: a fold that keeps a shared sub-expression alive may grow the whole graph;
         # then the plain folds alone (constants, identities) are kept, and failing those, the input
         ret, size = self, len(self.toposort())
-        for pm in (symbolic, symbolic_simple):
-            if len((new := graph_rewrite(self, pm, name="simplify")).toposort()) <= size:
+        for pm, memo in zip((symbolic, symbolic_simple), _simplify_memos):
+            if len(memo) > _SIMPLIFY_MEMO_MAX:
+                memo.clear()
+            if len((new := graph_rewrite(self, pm, name="simplify", memo=memo)).toposort()) <= size:
                 ret = new
                 break
         self._simple = _SELF if ret is self else ret

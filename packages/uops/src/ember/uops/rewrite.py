@@ -171,14 +171,16 @@ REWRITE_LIMIT = 1_000_000  # rewrites in one graph_rewrite call before it is dec
 
 
 def graph_rewrite(sink: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: bool = False, name: str | None = None,
-                  limit: int = REWRITE_LIMIT) -> UOp:
+                  limit: int = REWRITE_LIMIT, memo: dict[UOp, UOp] | None = None) -> UOp:
     """Rewrite the graph under `sink` with `pm` to a fixed point; each node is visited once per result.
 
     Default order: a node's sources are rewritten before the node. `bottom_up=True`: a node is rewritten (to a fixed
     point) before its sources are visited. Every replacement is itself rewritten again, so the result has no node
     that a rule still matches. A rule that rewrites back and forth raises RewriteLoopError.
+    `memo`: the results of earlier calls with the same `pm`, order and no ctx, read and extended here (a node's
+    result depends on its own graph only): shared subgraphs are rewritten once across calls.
     """
-    replace: dict[UOp, UOp] = {}
+    replace: dict[UOp, UOp] = {} if memo is None else memo
     on_stack: set[UOp] = set()  # nodes whose result is still being computed
     stack: list[tuple[UOp, int, UOp]] = [(sink, 0, sink)]
     rewrites = 0
