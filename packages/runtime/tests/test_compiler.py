@@ -134,3 +134,71 @@ def test_cpu_corrupt_entry_is_rebuilt_with_one_cc_run():
     with pytest.warns(UserWarning, match="is corrupt"):
         assert comp.compile_cached(C_SRC) == lib  # cc output does not depend on the temp folder
     assert CPUCompiler.invocations == before + 1
+
+
+class BatchingEcho(EchoCompiler):
+    """EchoCompiler that batches: a batch's "library" is its sources joined, reversed."""
+
+    batches = True
+
+    def __init__(self, cachekey="echo-batch"):
+        super().__init__(cachekey)
+        self.batch_runs: list[list[str]] = []
+
+    def compile_batch(self, srcs):
+        self.batch_runs.append(list(srcs))
+        if any("bad" in s for s in srcs):
+            raise compiler_module.CompileError("a bad source in the batch")
+        return "|".join(srcs).encode()[::-1]
+
+
+def test_compile_many_batches_the_misses_in_distinct_names(cache_dir):
+    comp = BatchingEcho()
+    comp.compile_cached("s0")  # already cached: not compiled again
+    libs = comp.compile_cached_many([("f", "s0"), ("f", "s1"), ("g", "s2"), ("f", "s3"), ("g", "s2")])
+    # s1 and s3 define the same function f: two batches, [s1, s2] and the lone s3 (compiled alone)
+    assert comp.batch_runs == [["s1", "s2"]] and comp.runs == 2
+    assert libs == [b"0s", b"2s|1s", b"2s|1s", b"3s", b"2s|1s"]
+    # each source's entry names the batch's library entry, read back by a new compiler in one step
+    lib_entries = [p.name for p in (cache_dir / "compile").iterdir() if p.name.startswith("lib-")]
+    assert len(lib_entries) == 1
+    fresh = BatchingEcho()
+    assert fresh.compile_cached("s2") == b"2s|1s" and fresh.compile_cached_many([("f", "s1")]) == [b"2s|1s"]
+    assert fresh.runs == 0 and fresh.batch_runs == []
+
+
+def test_a_reference_to_a_missing_or_corrupt_library_is_rebuilt(cache_dir):
+    comp = BatchingEcho()
+    comp.compile_cached_many([("f", "s1"), ("g", "s2")])
+    (lib,) = (p for p in (cache_dir / "compile").iterdir() if p.name.startswith("lib-"))
+    lib.write_bytes(lib.read_bytes()[:-3])
+    with pytest.warns(UserWarning, match="is corrupt"):
+        assert comp.compile_cached("s1") == b"1s"  # compiled alone now
+    assert not lib.exists() and comp.runs == 1
+    assert comp.compile_cached("s2") == b"2s" and comp.runs == 2  # its reference went with the library
+
+
+def test_a_rejected_batch_compiles_source_by_source(cache_dir):
+    comp = BatchingEcho()
+    assert comp.compile_cached_many([("f", "s1"), ("g", "s2")]) == [b"2s|1s"] * 2
+    with pytest.raises(compiler_module.CompileError):
+        comp.compile_batch(["bad"])
+    comp.batch_runs.clear()
+    assert comp.compile_cached_many([("f", "t1"), ("g", "bad t2")]) == [b"1t", b"2t dab"]
+    assert comp.batch_runs == [["t1", "bad t2"]] and comp.runs == 2  # then each alone
+
+
+def test_cpu_batch_is_one_cc_run_and_each_function_loads(cache_dir):
+    from ember.runtime import Device
+
+    srcs = [f"int k{i}(void) {{ return {i * 7}; }}\n" for i in range(3)] + ["int k0(void) { return -1; }\n"]
+    comp = CPUCompiler()
+    before = CPUCompiler.invocations
+    libs = comp.compile_cached_many([(f"k{i}", s) for i, s in enumerate(srcs[:3])] + [("k0", srcs[3])])
+    assert CPUCompiler.invocations == before + 2  # k0, k1, k2 together; the other k0 alone
+    assert libs[0] == libs[1] == libs[2] != libs[3]
+    dev = Device["CPU"]
+    programs = [dev.runtime(f"k{i}", lib) for i, lib in enumerate(libs[:3])] + [dev.runtime("k0", libs[3])]
+    assert [p.library[p.name]() for p in programs] == [0, 7, 14, -1]  # (getitem: a fresh int-returning handle)
+    assert programs[0].library is programs[1].library is programs[2].library  # one library, loaded once
+    assert CPUCompiler().compile_cached(srcs[1]) == libs[1] and CPUCompiler.invocations == before + 2

@@ -17,6 +17,8 @@ C_TYPES = {dtypes.bool: "_Bool", dtypes.int8: "signed char", dtypes.uint8: "unsi
            dtypes.float64: "double"}
 
 _PRELUDE = """#include <math.h>
+#ifndef EMB_PRELUDE
+#define EMB_PRELUDE
 static inline float emb_maxf(float a, float b) { return (a != a || a > b) ? a : b; }
 static inline double emb_max(double a, double b) { return (a != a || a > b) ? a : b; }
 static inline float emb_bf16_to_f32(unsigned short x) { unsigned int u = (unsigned int)x << 16; float f;
@@ -24,7 +26,14 @@ static inline float emb_bf16_to_f32(unsigned short x) { unsigned int u = (unsign
 static inline unsigned short emb_f32_to_bf16(float f) { unsigned int u; __builtin_memcpy(&u, &f, 4);
   if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40);  /* NaN stays NaN */
   return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); }  /* round to nearest even */
+#endif
 """
+
+
+def guarded(key: str, text: str) -> str:
+    """`text` defined once per translation unit (the sources of several kernels compile as one: see CPUCompiler)."""
+    return f"#ifndef EMB_{key}\n#define EMB_{key}\n{text}#endif\n"
+
 
 # float math of each width; float16 computes in float
 _MATH = {"float": ("exp2f", "log2f", "sinf", "sqrtf", "truncf", "powf", "fmodf", "emb_maxf"),
@@ -88,23 +97,23 @@ class CRenderer(Renderer):
         for t, v in ((st, vt), (ist, it)):  # (an int vector is its own mask type: declared once)
             if v not in typedefs:
                 typedefs.add(v)
-                out += f"typedef {t} {v} __attribute__((vector_size({dt.itemsize})));\n"
-        out += (f"static inline {vt} {vt}_bcast({st} x) {{ return ({vt}){{{', '.join(['x'] * n)}}}; }}\n"
-               f"static inline {vt} {vt}_sel({it} m, {vt} a, {vt} b) {{ "
-               f"return ({vt})((m & ({it})a) | (~m & ({it})b)); }}\n"
-               f"static inline {vt} {vt}_max({vt} a, {vt} b) {{ return {vt}_sel((a != a) | (a > b), a, b); }}\n")
+                out += guarded(f"T_{v}", f"typedef {t} {v} __attribute__((vector_size({dt.itemsize})));\n")
+        helpers = (f"static inline {vt} {vt}_bcast({st} x) {{ return ({vt}){{{', '.join(['x'] * n)}}}; }}\n"
+                 f"static inline {vt} {vt}_sel({it} m, {vt} a, {vt} b) {{ "
+                 f"return ({vt})((m & ({it})a) | (~m & ({it})b)); }}\n"
+                 f"static inline {vt} {vt}_max({vt} a, {vt} b) {{ return {vt}_sel((a != a) | (a > b), a, b); }}\n")
         if dt.scalar() == dtypes.float32:
             taylor = "".join(f"+f*({1 / math.factorial(k)!r}f" for k in range(1, 8)) + ")" * 7
-            out += (f"static inline {vt} {vt}_exp2({vt} x) {{\n"
-                    f"  {it} over = (x >= 128.0f) | (x != x), under = x < -125.0f;\n"
-                    f"  {vt} c = x + 12582912.0f;  /* 1.5 * 2^23: the float's low bits are round(x) */\n"
-                    f"  {it} n = ({it})c - 0x4B400000;\n"
-                    f"  {vt} f = (x - (c - 12582912.0f)) * 0.6931471805599453f;\n"
-                    f"  {vt} p = 1.0f{taylor};\n"
-                    f"  {vt} r = ({vt})(~under & (({it})p + (n << 23)));\n"
-                    f"  return {vt}_sel(over, x + INFINITY, r);\n"
-                    f"}}\n")
-        return out
+            helpers += (f"static inline {vt} {vt}_exp2({vt} x) {{\n"
+                        f"  {it} over = (x >= 128.0f) | (x != x), under = x < -125.0f;\n"
+                        f"  {vt} c = x + 12582912.0f;  /* 1.5 * 2^23: the float's low bits are round(x) */\n"
+                        f"  {it} n = ({it})c - 0x4B400000;\n"
+                        f"  {vt} f = (x - (c - 12582912.0f)) * 0.6931471805599453f;\n"
+                        f"  {vt} p = 1.0f{taylor};\n"
+                        f"  {vt} r = ({vt})(~under & (({it})p + (n << 23)));\n"
+                        f"  return {vt}_sel(over, x + INFINITY, r);\n"
+                        f"}}\n")
+        return out + guarded(f"H_{vt}", helpers)
 
     def _alu(self, u: UOp, a: list[str]) -> str:
         if u.dtype.count > 1 and u.op in (Ops.MAX, Ops.EXP2):  # vectors: the helpers of _vector_helpers

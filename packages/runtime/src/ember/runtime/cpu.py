@@ -16,8 +16,10 @@ import platform
 import shlex
 import subprocess
 import tempfile
+import threading
 import time
-from collections.abc import Hashable
+import weakref
+from collections.abc import Hashable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -108,14 +110,26 @@ def _compiler_version(cc: tuple[str, ...]) -> str:
 
 class CPUCompiler(Compiler):
     """C source to the bytes of a shared object, with `$CC` (default `cc`) and IEEE-preserving flags (no
-    -ffast-math). The machine (`-march=native`) and the compiler's version are part of the cache key."""
+    -ffast-math). The machine (`-march=native`) and the compiler's version are part of the cache key.
 
-    flags = ("-O2", "-march=native", "-fPIC", "-shared", "-fopenmp")
+    A batch is the sources one after the other in one translation unit: `CRenderer` guards every definition outside
+    a kernel's function, so the sources of several kernels (with distinct function names) concatenate. One run of
+    the compiler then pays its start-up and the link of the shared object once for all of them."""
+
+    # -O1 plus the two -O2 passes our kernels need (inlining the vector helpers; -fexpensive-optimizations contracts
+    # a*b+c into FMAs): the kernels come vectorized and unrolled, and the rest of -O2 made them no faster (the tiny
+    # Llama's kernels in sum, matmul 1024^3 single-threaded) while it took 45% of the compile time
+    flags = ("-O1", "-finline-small-functions", "-fexpensive-optimizations", "-march=native", "-fPIC", "-shared",
+             "-fopenmp")
+    batches = True
     invocations: ClassVar[int] = 0  # times the C compiler really ran in this process (cache hits do not count)
 
     def __init__(self) -> None:
         self.cc = tuple(shlex.split(os.environ.get("CC") or "cc"))
         super().__init__(f"cpu {_host_cpu()} {' '.join(self.cc)} {_compiler_version(self.cc)}")
+
+    def compile_batch(self, srcs: Sequence[str]) -> bytes:
+        return self.compile("\n".join(srcs))
 
     def compile(self, src: str) -> bytes:
         with tempfile.TemporaryDirectory(prefix="ember-cc-") as tmp:
@@ -134,19 +148,33 @@ class CPUCompiler(Compiler):
             return (Path(tmp) / "kernel.so").read_bytes()
 
 
+# the shared objects loaded in this process, by the hash of their bytes: the kernels of one batch load it once
+_libraries: weakref.WeakValueDictionary[bytes, ctypes.CDLL] = weakref.WeakValueDictionary()
+_libraries_lock = threading.Lock()
+
+
+def load_library(lib: bytes, name: str) -> ctypes.CDLL:
+    """The shared object `lib` loaded (once per process while a program uses it); `name` is for the error."""
+    key = hashlib.sha256(lib).digest()
+    with _libraries_lock:
+        if (library := _libraries.get(key)) is None:
+            # dlopen keeps the mapping after the file is gone
+            with tempfile.NamedTemporaryFile(prefix="ember-", suffix=".so") as f:
+                f.write(lib)
+                f.flush()
+                try:
+                    library = _libraries[key] = ctypes.CDLL(f.name)
+                except OSError as e:
+                    raise RuntimeError(f"CPU: cannot load the library of {name!r}: {e}") from e
+    return library
+
+
 class CPUProgram(Program):
     """A function of a compiled shared object, called with ctypes (which releases the GIL during the call)."""
 
     def __init__(self, device: CompiledDevice, name: str, lib: bytes):
         super().__init__(device, name, lib)
-        # dlopen keeps the mapping after the file is gone
-        with tempfile.NamedTemporaryFile(prefix="ember-", suffix=".so") as f:
-            f.write(lib)
-            f.flush()
-            try:
-                self.library = ctypes.CDLL(f.name)
-            except OSError as e:
-                raise RuntimeError(f"CPU: cannot load the library of {name!r}: {e}") from e
+        self.library = load_library(lib, name)
         try:
             self.function: Any = getattr(self.library, name)
         except AttributeError:

@@ -1,6 +1,6 @@
 """ember.tensor: the user API: a lazy Tensor over UOps, and the engine that realizes it."""
 
-__version__ = "0.1.1"
+__version__ = "0.1.2"
 
 from ember.tensor.tensor import Tensor, no_grad  # noqa: E402
 from ember.uops import dtypes  # noqa: E402

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 import weakref
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
@@ -103,23 +104,90 @@ def get_kernel(ast: UOp, device: str) -> CompiledKernel:
     return k
 
 
+class CompileQueue:
+    """C compiles in the background while the codegen of the next kernels runs: `submit` a rendered source, get a
+    Future of its library. A worker thread takes what is waiting once there are `min_batch` sources (or the queue is
+    closed, then its share: `ceil(waiting / idle workers)`), at most `max_batch`, and compiles them with one
+    `compile_cached_many`: a compiler that batches then starts (and links) once for many kernels. While sources are
+    still coming, one worker fewer than `workers` compiles: the codegen that renders them keeps a core."""
+
+    def __init__(self, workers: int, min_batch: int = 4, max_batch: int = 16):
+        self.min_batch, self.max_batch = min_batch, max_batch
+        self.waiting: list[tuple[str, str, str, Future[bytes]]] = []  # (device, name, src, its library)
+        self.idle, self.closed = 0, False
+        self.cond = threading.Condition()
+        self.while_coming = max(workers - 1, 1)
+        self.threads = [threading.Thread(target=self._work, args=(i,), daemon=True) for i in range(workers)]
+        for t in self.threads:
+            t.start()
+
+    def submit(self, device: str, name: str, src: str) -> Future[bytes]:
+        fut: Future[bytes] = Future()
+        with self.cond:
+            self.waiting.append((device, name, src, fut))
+            if len(self.waiting) >= self.min_batch:
+                self.cond.notify_all()
+        return fut
+
+    def close(self) -> None:
+        """Compile what is left and stop the threads (returns when every Future is resolved)."""
+        with self.cond:
+            self.closed = True
+            self.cond.notify_all()
+        for t in self.threads:
+            t.join()
+
+    def _take(self, worker: int) -> list[tuple[str, str, str, Future[bytes]]]:
+        with self.cond:
+            self.idle += 1
+            while not self.closed and (len(self.waiting) < self.min_batch or worker >= self.while_coming):
+                self.cond.wait()
+            self.idle -= 1
+            if not self.waiting:
+                return []
+            device = self.waiting[0][0]
+            same = [i for i, w in enumerate(self.waiting) if w[0] == device]
+            share = -(-len(same) // (self.idle + 1)) if self.closed else len(same)
+            taken = set(same[:min(self.max_batch, share)])
+            batch = [self.waiting[i] for i in sorted(taken)]
+            self.waiting = [w for i, w in enumerate(self.waiting) if i not in taken]
+            if len(self.waiting) >= self.min_batch:
+                self.cond.notify_all()
+            return batch
+
+    def _work(self, worker: int) -> None:
+        while batch := self._take(worker):
+            try:
+                libs = Device[batch[0][0]].compiler.compile_cached_many([(name, src) for _, name, src, _ in batch])
+            except BaseException as e:  # noqa: BLE001 - handed to whoever waits on the kernel
+                for *_, fut in batch:
+                    fut.set_exception(e)
+                continue
+            for (*_, fut), lib in zip(batch, libs):
+                fut.set_result(lib)
+
+
 def prepare_kernels(sched: Schedule) -> None:
-    """Codegen every kernel of a schedule that is not compiled yet, each source handed to a C compiler process as
-    soon as it is rendered (one per core: the compiles overlap the Python codegen of the next kernels and release
-    the GIL; identical sources compile once)."""
-    todo: dict[tuple[UOp, str], ProgramSpec] = {}
+    """Codegen every kernel of a schedule that is not compiled yet, each source handed to the compile queue as soon
+    as it is rendered (one compile thread per core: the compiles overlap the Python codegen of the next kernels and
+    release the GIL; identical sources compile once)."""
     pending = [(item.ast, item.bufs[0].src[1].arg) for item in sched.items if item.ast.op is not Ops.COPY]
     pending = [key for key in dict.fromkeys(pending) if key not in _kernel_cache]
     if len(pending) < 2:
         return
-    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        libs: dict[tuple[str, str], Any] = {}
+    todo: dict[tuple[UOp, str], tuple[ProgramSpec, Future[bytes]]] = {}
+    libs: dict[tuple[str, str], Future[bytes]] = {}
+    queue = CompileQueue(workers=os.cpu_count() or 1)
+    try:
         for key in pending:
-            spec = todo[key] = codegen(key[0], key[1])
+            spec = codegen(key[0], key[1])
             if (ds := (key[1], spec.src)) not in libs:
-                libs[ds] = pool.submit(Device[key[1]].compiler.compile_cached, spec.src)
-        for (ast, dev), spec in todo.items():
-            _kernel_cache[(ast, dev)] = CompiledKernel(dev, spec, libs[(dev, spec.src)].result())
+                libs[ds] = queue.submit(key[1], spec.name, spec.src)
+            todo[key] = (spec, libs[ds])
+    finally:
+        queue.close()
+    for (ast, dev), (spec, lib) in todo.items():
+        _kernel_cache[(ast, dev)] = CompiledKernel(dev, spec, lib.result())
 
 
 def run_copy(item: ExecItem, bufs: list[Buffer] | None = None) -> None:

@@ -1,0 +1,96 @@
+"""First training step of the tiny Llama in a fresh process: cold (empty cache folder) and warm (the same folder again).
+
+    python tools/bench/bench_first_step.py            # 3 cold + 3 warm runs, medians
+    python tools/bench/bench_first_step.py --runs 5 --profile   # also a cProfile of one cold step (top 25)
+
+Each run is a new Python process with `EMBER_CACHE_DIR` pointing at a fresh temporary folder (cold: nothing compiled)
+or at the folder a cold run filled (warm: every program and compiled object on disk). It reports the model setup
+(parameter init: its random and copy kernels) and the first step (micro-step + optimizer step, eagerly: schedule,
+codegen, C compiles, run), with the C compiler's invocations and the engine's own split of the step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+CHILD = r"""
+import json, sys, time
+t0 = time.perf_counter()
+import numpy as np
+from ember.mlperf_llama.config import TrainConfig
+from ember.mlperf_llama.train import Trainer
+from ember.runtime.cpu import CPUCompiler
+from ember.tensor import Tensor
+from ember.tensor import engine
+t_import = time.perf_counter()
+spent = {"codegen_s": 0.0, "codegen_cpu_s": 0.0, "cc_s": 0.0}
+def timed(fn, key):
+    def wrapper(*args, **kwargs):
+        t, c = time.perf_counter(), time.thread_time()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            spent[key] += time.perf_counter() - t
+            if key == "codegen_s":
+                spent["codegen_cpu_s"] += time.thread_time() - c
+    return wrapper
+engine.codegen = timed(engine.codegen, "codegen_s")  # the engine looks it up at each call
+CPUCompiler.compile = timed(CPUCompiler.compile, "cc_s")  # summed over the compile threads
+cfg = TrainConfig(preset="tiny", batch_size=4, seq_len=256, fake_data=True, progress=False)
+trainer = Trainer(cfg)
+t_setup = time.perf_counter()
+cc_setup = CPUCompiler.invocations
+tokens = np.random.default_rng(0).integers(0, trainer.model_cfg.vocab_size, (4, 257)).astype(np.int32)
+if sys.argv[1] == "profile":
+    import cProfile, pstats
+    prof = cProfile.Profile()
+    prof.enable()
+trainer.micro_step(Tensor(tokens))[0].item()
+trainer.optimizer_step().item()
+t_step = time.perf_counter()
+if sys.argv[1] == "profile":
+    prof.disable()
+    pstats.Stats(prof, stream=sys.stderr).sort_stats("cumulative").print_stats(25)
+print(json.dumps({"import_s": t_import - t0, "setup_s": t_setup - t_import, "step_s": t_step - t_setup,
+                  "cc_setup": cc_setup, "cc_step": CPUCompiler.invocations - cc_setup,
+                  **spent}))
+"""
+
+
+def run(cache: str, mode: str = "time") -> dict[str, float]:
+    env = {**os.environ, "EMBER_CACHE_DIR": cache}
+    out = subprocess.run([sys.executable, "-c", CHILD, mode], env=env, capture_output=True, text=True, check=True)
+    if mode == "profile":
+        print(out.stderr, file=sys.stderr)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--profile", action="store_true", help="print a cProfile of one cold first step")
+    args = parser.parse_args()
+    rows: dict[str, list[dict[str, float]]] = {"cold": [], "warm": []}
+    for _ in range(args.runs):
+        with tempfile.TemporaryDirectory(prefix="ember-first-step-") as cache:
+            rows["cold"].append(run(cache))
+            rows["warm"].append(run(cache))
+    if args.profile:
+        with tempfile.TemporaryDirectory(prefix="ember-first-step-") as cache:
+            run(cache, "profile")
+    keys = list(rows["cold"][0])
+    print("| run | " + " | ".join(keys) + " |")
+    print("|---|" + "---|" * len(keys))
+    for name, rs in rows.items():
+        med = {k: statistics.median(r[k] for r in rs) for k in keys}
+        print(f"| {name} (median of {len(rs)}) | " + " | ".join(f"{med[k]:.2f}" for k in keys) + " |")
+
+
+if __name__ == "__main__":
+    main()
