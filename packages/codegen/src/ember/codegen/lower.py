@@ -18,13 +18,9 @@ from ember.codegen.vectorize import vectorize
 from ember.uops import DType, GroupOp, Ops, PatternMatcher, UOp, UPat, dtypes, graph_rewrite, pm_divmod, symbolic_simple
 
 
-def open_ranges(u: UOp) -> set[UOp]:
-    """The RANGEs a value depends on that are not closed below it (by an END)."""
-    return set(open_range_sets(u.toposort())[u])
-
-
-def lower_reduces(reduces: list[UOp], ids: itertools.count) -> dict[UOp, UOp]:
-    """Accumulators for REDUCEs over the same ranges, updated in one shared loop: {reduce: its result}."""
+def lower_reduces(reduces: list[UOp], ids: itertools.count, open_ranges: dict[UOp, frozenset[UOp]]) -> dict[UOp, UOp]:
+    """Accumulators for REDUCEs over the same ranges, updated in one shared loop: {reduce: its result}.
+    `open_ranges`: the RANGEs each node depends on that are not closed below it (`open_range_sets`)."""
     rngs = tuple(sorted(reduces[0].src[1:], key=range_order))
     updates, accs = [], []
     for red in reduces:
@@ -33,7 +29,7 @@ def lower_reduces(reduces: list[UOp], ids: itertools.count) -> dict[UOp, UOp]:
         init_val = UOp.const(acc_dt.scalar(), reduce_identity(red.arg, acc_dt.scalar())).arg
         identity = UOp(Ops.CONST, acc_dt, (), init_val)
         acc = UOp(Ops.DEFINE_REG, acc_dt, (identity,), next(ids))
-        outer = tuple(sorted(open_ranges(red.src[0]) - set(rngs), key=range_order))
+        outer = tuple(sorted(open_ranges[red.src[0]] - set(rngs), key=range_order))
         init = UOp(Ops.STORE, dtypes.void, (acc, identity, *outer))
         new = fold_terms(red, UOp(Ops.LOAD, acc_dt, (acc, init, *rngs)), acc_dt)
         updates.append(UOp(Ops.STORE, dtypes.void, (acc, new, *rngs)))
@@ -95,8 +91,16 @@ def lower(ast: UOp, vector_bytes: int = 0) -> UOp:
     ast = graph_rewrite(ast, pm_lower_expand, name="expand")
     ast = vectorize(ast, vector_bytes)
     ids = itertools.count()
-    while reduces := [u for u in ast.toposort() if u.op is Ops.REDUCE]:
-        inner = [r for r in reduces if not any(x.op is Ops.REDUCE for x in r.src[0].toposort())]
+    # one walk of the kernel per level of nesting (not one per reduce: an upcast tile holds dozens of them)
+    while True:
+        nodes = ast.toposort()
+        if not (reduces := [u for u in nodes if u.op is Ops.REDUCE]):
+            break
+        holds_reduce: dict[UOp, bool] = {}
+        for u in nodes:
+            holds_reduce[u] = u.op is Ops.REDUCE or any(holds_reduce[s] for s in u.src)
+        open_ranges = open_range_sets(nodes)
+        inner = [r for r in reduces if not holds_reduce[r.src[0]]]
         groups: dict[tuple[UOp, ...], list[UOp]] = {}
         mapping: dict[UOp, UOp] = {}
         for r in inner:
@@ -105,6 +109,6 @@ def lower(ast: UOp, vector_bytes: int = 0) -> UOp:
             else:
                 groups.setdefault(tuple(sorted(r.src[1:], key=range_order)), []).append(r)
         for group in groups.values():
-            mapping.update(lower_reduces(group, ids))
+            mapping.update(lower_reduces(group, ids, open_ranges))
         ast = ast.substitute(mapping)
     return graph_rewrite(ast, pm_decompose, name="decompose")

@@ -35,6 +35,7 @@ MASK_LOGIC = frozenset({Ops.AND, Ops.OR, Ops.XOR, Ops.WHERE, Ops.ADD, Ops.MUL}) 
 MASK_ITEMSIZE = 4
 
 
+@functools.lru_cache(maxsize=1 << 14)  # (each address is keyed once per lane group it is compared in: 5 times)
 def _index_key(idx: UOp) -> tuple[frozenset[tuple[UOp, int]], int]:
     """An index as (its non-constant terms, its constant): lanes with equal terms differ by their constants."""
     terms, const = linear_terms(idx)
@@ -267,19 +268,22 @@ def vectorize(ast: UOp, vector_bytes: int) -> UOp:
 
     # seeds bottom-up: the partial-sum reduces first (their vectors run along the reduce axis), then the stores
     mapping: dict[UOp, UOp] = {}
-    for u in ast.toposort():
+    nodes = ast.toposort()  # (walked again only after a phase changed the graph: it is the whole expanded kernel)
+    for u in nodes:
         if u.op is Ops.REDUCE and u.src[0].op is Ops.NOOP and u.src[0].dtype != dtypes.void:
             if (h := horizontal(u)) is not None:
                 mapping[u] = h
-    ast = ast.substitute(mapping) if mapping else ast
+    if mapping:
+        nodes = (ast := ast.substitute(mapping)).toposort()
     mapping = {}
-    for u in ast.toposort():
+    for u in nodes:
         if u.op is Ops.NOOP and u.dtype == dtypes.void and u.src and all(s.op is Ops.STORE for s in u.src):
             # a group may read what an earlier one stores (a packed panel): it sees that one vectorized
             cur = u.substitute(mapping) if mapping else u
             if (s := stores(cur)) is not None or cur is not u:
                 mapping[u] = s if s is not None else cur
-    ast = ast.substitute(mapping) if mapping else ast
+    if mapping:
+        nodes = (ast := ast.substitute(mapping)).toposort()
     # the horizontal reduces no vector store took in: one tree each
-    mapping = {u: hz for u in ast.toposort() if u.op is Ops.REDUCE and (hz := slp.horizontal((u,))) is not None}
+    mapping = {u: hz for u in nodes if u.op is Ops.REDUCE and (hz := slp.horizontal((u,))) is not None}
     return ast.substitute(mapping) if mapping else ast
