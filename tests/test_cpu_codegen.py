@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from ember.codegen import CRenderer, to_program
 from ember.runtime import Device
@@ -185,15 +186,31 @@ def test_kernel_sources_concatenate_into_one_batch(tmp_path, monkeypatch):
         assert all(hasattr(library, name) for name in specs)
 
 
-def test_a_realize_of_many_kernels_compiles_in_batches(tmp_path, monkeypatch):
+@pytest.mark.parametrize("workers", ["0", "1"])
+def test_a_realize_of_many_kernels_compiles_in_batches(tmp_path, monkeypatch, workers):
+    # with CODEGEN_WORKERS=1 a helper process renders some of the kernels
     monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("CODEGEN_WORKERS", workers)
+    monkeypatch.setattr(engine, "_pools", {})
     from ember.runtime.cpu import CPUCompiler
 
-    rng = np.random.default_rng(1)
-    xs = [rng.standard_normal((5 + i, 33), dtype=np.float32) for i in range(10)]
+    rng = np.random.default_rng(int(workers))
+    xs = [rng.standard_normal((5 + i, 33 + int(workers)), dtype=np.float32) for i in range(10)]
     outs = [(Tensor(v) * 1.015625).exp().sum(1) for v in xs]  # ten shapes: ten kernels, new to this process
     before = CPUCompiler.invocations
     Tensor.realize(*outs)
     assert CPUCompiler.invocations - before < 10  # at least one batch of several kernels
     for o, v in zip(outs, xs):
         np.testing.assert_allclose(o.numpy(), np.exp(v * 1.015625).sum(1), rtol=1e-5)
+    assert list(engine._pools) == ([1] if workers == "1" else [])
+    for pool in engine._pools.values():
+        pool.close()
+
+
+def test_codegen_workers_is_checked(monkeypatch):
+    monkeypatch.setenv("CODEGEN_WORKERS", "two")
+    with pytest.raises(ValueError, match="CODEGEN_WORKERS must be an integer"):
+        engine.codegen_workers()
+    monkeypatch.setenv("CODEGEN_WORKERS", "-1")
+    with pytest.raises(ValueError, match="CODEGEN_WORKERS must be >= 0"):
+        engine.codegen_workers()

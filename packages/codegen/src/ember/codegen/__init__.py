@@ -1,6 +1,6 @@
 """ember.codegen: a kernel AST becomes a program: opts (heuristic, BEAM search or given), lower, linearize, render."""
 
-__version__ = "0.4.1"
+__version__ = "0.5.0"
 
 from ember.codegen.cache import cached_program  # noqa: E402
 from ember.codegen.cstyle import CRenderer  # noqa: E402
@@ -8,10 +8,11 @@ from ember.codegen.linearize import linearize  # noqa: E402
 from ember.codegen.lower import lower  # noqa: E402
 from ember.codegen.opt import KernelOptError, apply_opts, hand_coded_opts, kernel_ranges  # noqa: E402
 from ember.codegen.pipeline import to_program  # noqa: E402
+from ember.codegen.pool import CodegenPool  # noqa: E402
 from ember.codegen.program import BufferArg, Estimates, Opt, OptOps, ProgramSpec  # noqa: E402
 from ember.codegen.renderer import Renderer  # noqa: E402
 from ember.codegen.search import beam_search  # noqa: E402
 
-__all__ = ["cached_program", "CRenderer", "linearize", "lower", "KernelOptError", "apply_opts", "hand_coded_opts",
-           "kernel_ranges", "BufferArg", "Estimates", "Opt", "OptOps", "ProgramSpec", "Renderer", "beam_search",
-           "to_program"]
+__all__ = ["cached_program", "CodegenPool", "CRenderer", "linearize", "lower", "KernelOptError", "apply_opts",
+           "hand_coded_opts", "kernel_ranges", "BufferArg", "Estimates", "Opt", "OptOps", "ProgramSpec", "Renderer",
+           "beam_search", "to_program"]

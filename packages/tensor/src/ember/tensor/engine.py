@@ -6,12 +6,13 @@ import os
 import threading
 import time
 import weakref
+from collections import deque
 from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
 
-from ember.codegen import ProgramSpec, beam_search, cached_program
+from ember.codegen import CodegenPool, ProgramSpec, beam_search, cached_program
 from ember.runtime import Buffer, CompileError, Device
 from ember.schedule import ExecItem, Schedule, schedule
 from ember.uops import Ops, UOp, to_numpy_dtype
@@ -167,23 +168,56 @@ class CompileQueue:
                 fut.set_result(lib)
 
 
+def codegen_workers() -> int:
+    """`CODEGEN_WORKERS=n`: helper processes that codegen a schedule's kernels beside this one (default: one per
+    core but this one's; 0: codegen here only)."""
+    try:
+        n = int(os.environ.get("CODEGEN_WORKERS", (os.cpu_count() or 1) - 1))
+    except ValueError:
+        raise ValueError(f"CODEGEN_WORKERS must be an integer, got {os.environ['CODEGEN_WORKERS']!r}") from None
+    if n < 0:
+        raise ValueError(f"CODEGEN_WORKERS must be >= 0, got {n}")
+    return n
+
+
+_pools: dict[int, CodegenPool] = {}
+POOL_MIN_KERNELS = 8  # fewer kernels than this are built here: a worker's round trip would not pay
+
+
 def prepare_kernels(sched: Schedule) -> None:
-    """Codegen every kernel of a schedule that is not compiled yet, each source handed to the compile queue as soon
-    as it is rendered (one compile thread per core: the compiles overlap the Python codegen of the next kernels and
-    release the GIL; identical sources compile once)."""
+    """Codegen every kernel of a schedule that is not compiled yet, here and in helper processes (`CODEGEN_WORKERS`;
+    not with BEAM, which times candidates on this process's device), each source handed to the compile queue as soon
+    as it is rendered: the compiles overlap the codegen of the next kernels and release the GIL; identical sources
+    compile once."""
     pending = [(item.ast, item.bufs[0].src[1].arg) for item in sched.items if item.ast.op is not Ops.COPY]
     pending = [key for key in dict.fromkeys(pending) if key not in _kernel_cache]
     if len(pending) < 2:
         return
     todo: dict[tuple[UOp, str], tuple[ProgramSpec, Future[bytes]]] = {}
     libs: dict[tuple[str, str], Future[bytes]] = {}
+    lock = threading.Lock()
     queue = CompileQueue(workers=os.cpu_count() or 1)
-    try:
-        for key in pending:
-            spec = codegen(key[0], key[1])
+
+    def rendered(key: tuple[UOp, str], spec: ProgramSpec) -> None:
+        with lock:
             if (ds := (key[1], spec.src)) not in libs:
                 libs[ds] = queue.submit(key[1], spec.name, spec.src)
             todo[key] = (spec, libs[ds])
+
+    work = deque(pending)
+    helpers = None
+    if len(pending) >= POOL_MIN_KERNELS and beam_width() == 0 and (n := codegen_workers()) > 0:
+        pool = _pools.setdefault(n, CodegenPool(n))
+        helpers = pool.drain(work, lambda key: (key[0], Device[key[1]].renderer, None), rendered)
+    try:
+        while True:
+            try:
+                key = work.popleft()
+            except IndexError:
+                break
+            rendered(key, codegen(key[0], key[1]))
+        for key in helpers.join() if helpers is not None else ():  # what a helper could not build
+            rendered(key, codegen(key[0], key[1]))
     finally:
         queue.close()
     for (ast, dev), (spec, lib) in todo.items():
