@@ -25,9 +25,11 @@ def _copies(root: UOp, rngs: list[UOp]) -> tuple[UOp, ...]:
         if u.op is Ops.RANGE or not (used := [axes[s] for s in u.src if s in axes]):
             continue
         a = axes[u] = used[0] if all(x == used[0] for x in used) else tuple(sorted(set().union(*used)))
-        srcs = [(copies[s], _projection(sizes, a, axes[s])) if s in axes else None for s in u.src]
-        copies[u] = [u.replace(src=tuple(s if c is None else c[0][c[1][i]] for s, c in zip(u.src, srcs)))
-                     for i in range(math.prod(sizes[x] for x in a))]
+        n = math.prod(sizes[x] for x in a)
+        # each source's copy at each point of a, as columns: zip gives the sources of each copy
+        cols = [[s] * n if s not in axes else copies[s] if axes[s] == a else
+                [copies[s][j] for j in _projection(sizes, a, axes[s])] for s in u.src]
+        copies[u] = [UOp(u.op, u.dtype, src, u.arg, u.tag) for src in zip(*cols)]
     if root not in axes:
         return (root,) * math.prod(sizes)
     return tuple(copies[root][j] for j in _projection(sizes, tuple(range(len(rngs))), axes[root]))
