@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from enum import Enum, IntEnum, auto
 from typing import Any
 
@@ -165,19 +165,22 @@ class UOp(metaclass=UOpMetaClass):
     def toposort(self, gate: Callable[[UOp], bool] | None = None) -> list[UOp]:
         """Every node reachable from this one, each once, sources before users. `gate(u)` False stops the walk at u
         (u and what is only reachable through it are left out)."""
-        visited: set[UOp] = set()
+        if gate is not None and not gate(self):
+            return []
+        visited: set[UOp] = {self}
         order: list[UOp] = []
-        stack: list[tuple[UOp, bool]] = [(self, False)]
+        # each entry: a node and the iterator over its sources not yet walked (one entry per node, not two per edge)
+        stack: list[tuple[UOp, Iterator[UOp]]] = [(self, iter(self.src))]
         while stack:
-            u, done = stack.pop()
-            if done:
+            u, srcs = stack[-1]
+            for s in srcs:
+                if s not in visited and (gate is None or gate(s)):
+                    visited.add(s)
+                    stack.append((s, iter(s.src)))
+                    break
+            else:
+                stack.pop()
                 order.append(u)
-            elif u not in visited:
-                if gate is not None and not gate(u):
-                    continue
-                visited.add(u)
-                stack.append((u, True))
-                stack.extend((s, False) for s in reversed(u.src) if s not in visited)
         return order
 
     def substitute(self, mapping: dict[UOp, UOp]) -> UOp:
@@ -186,21 +189,22 @@ class UOp(metaclass=UOpMetaClass):
             return self
         # the walk stops at the keys: what lies only below a replaced node is never rebuilt (replacing the stores at
         # the top of a big kernel walks the few nodes above them, not the kernel)
+        if self in mapping:
+            return mapping[self]
         new: dict[UOp, UOp] = {}
-        visited: set[UOp] = set()
-        stack: list[tuple[UOp, bool]] = [(self, False)]
+        stack: list[tuple[UOp, Iterator[UOp]]] = [(self, iter(self.src))]  # (as in toposort)
         while stack:
-            u, done = stack.pop()
-            if done:
-                src = tuple(new[s] for s in u.src)
-                new[u] = u if all(a is b for a, b in zip(src, u.src)) else u.replace(src=src)
-            elif u not in visited:
-                visited.add(u)
-                if u in mapping:
-                    new[u] = mapping[u]
-                else:
-                    stack.append((u, True))
-                    stack.extend((s, False) for s in reversed(u.src) if s not in visited)
+            u, srcs = stack[-1]
+            for s in srcs:
+                if s not in new:
+                    if s not in mapping:
+                        stack.append((s, iter(s.src)))
+                        break
+                    new[s] = mapping[s]
+            else:
+                stack.pop()
+                src = tuple(map(new.__getitem__, u.src))
+                new[u] = u if src == u.src else UOp(u.op, u.dtype, src, u.arg, u.tag)  # (UOps compare by identity)
         return new[self]
 
     def simplify(self) -> UOp:
