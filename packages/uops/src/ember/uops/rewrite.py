@@ -20,7 +20,7 @@ class UPat:
     `allow_any_len`), a list (in any order: commutative), or a single UPat (every src matches it).
     """
 
-    __slots__ = ("op", "dtype", "arg", "name", "src", "allow_any_len", "_repeat", "_min_len")
+    __slots__ = ("op", "dtype", "arg", "name", "src", "allow_any_len", "_repeat", "_min_len", "_src_ops")
 
     def __init__(self, op: Ops | Iterable[Ops] | None = None, dtype: DType | Iterable[DType] | None = None,
                  src: UPat | tuple[UPat, ...] | list[UPat] | None = None, arg: Any = None, name: str | None = None,
@@ -39,6 +39,8 @@ class UPat:
         else:
             raise TypeError(f"UPat: src must be None, a UPat, a tuple or a list of UPats, got {type(src).__name__}")
         self._min_len = len(self.src[0]) if self.src else 0
+        # for each order of the sources: (position, allowed ops) of those with an op, checked before any matching
+        self._src_ops = [tuple((i, p.op) for i, p in enumerate(pats) if p.op is not None) for pats in self.src or ()]
 
     # *** constructors ***
     @staticmethod
@@ -102,10 +104,14 @@ class UPat:
            (self.arg is not None and self.arg != uop.arg) or \
            (self.name is not None and store.setdefault(self.name, uop) is not uop):
             return []
-        if self._repeat is not None:
+        if (rep := self._repeat) is not None:
+            if rep.op is not None:
+                for s in uop.src:  # (most matches fail at a source's op: look at those first, as below)
+                    if s.op not in rep.op:
+                        return []
             stores = [store]
             for s in uop.src:
-                stores = [m for st in stores for m in self._repeat.match(s, st)]
+                stores = [m for st in stores for m in rep.match(s, st)]
                 if not stores:
                     return []
             return stores
@@ -115,16 +121,18 @@ class UPat:
         if n < self._min_len or (n != self._min_len and not self.allow_any_len):
             return []
         ret: list[dict[str, UOp]] = []
-        for pats in self.src:
+        for pats, src_ops in zip(self.src, self._src_ops):
             # (most matches fail at a source's op: look at those first, before any bindings are copied)
-            if any(p.op is not None and s.op not in p.op for p, s in zip(pats, uop.src)):
-                continue
-            stores = [store.copy()] if len(self.src) > 1 else [store]
-            for p, s in zip(pats, uop.src):
-                stores = [m for st in stores for m in p.match(s, st)]
-                if not stores:
+            for i, ops in src_ops:
+                if uop.src[i].op not in ops:
                     break
-            ret.extend(stores)
+            else:
+                stores = [store.copy()] if len(self.src) > 1 else [store]
+                for p, s in zip(pats, uop.src):
+                    stores = [m for st in stores for m in p.match(s, st)]
+                    if not stores:
+                        break
+                ret.extend(stores)
         return ret
 
 
