@@ -50,11 +50,21 @@ def linearize(sink: UOp) -> tuple[UOp, ...]:
         raise AssertionError(f"linearize: ranges {[r.arg for r in missing]} are never closed by an END")
     place = {n: (n if n.op is Ops.RANGE else deepest(rs[n])) for n in nodes}
 
-    def item_in(scope: UOp | None, p: UOp | None) -> UOp | None:
-        # the item of `scope`'s body that holds place p: the child loop on the way down to p (None if p is outside)
-        while p is not None and parent[p] is not scope:
-            p = parent[p]
-        return p
+    # each edge n -> s orders two items of one loop body: those that hold n and s in the innermost loop holding both
+    # (one climb of the loop tree per edge; below that loop s is outside, above it both are in one item)
+    item_deps: dict[UOp, set[UOp]] = {}
+    for n in nodes:
+        for s in n.src:
+            a, x = (parent[n] if n.op is Ops.RANGE else place[n]), n
+            b, y = (parent[s] if s.op is Ops.RANGE else place[s]), s
+            while a is not b:
+                da, db = depth[a], depth[b]
+                if da >= db:
+                    x, a = a, parent[a]  # type: ignore[index]
+                if db >= da:
+                    y, b = b, parent[b]  # type: ignore[index]
+            if x is not y:
+                item_deps.setdefault(x, set()).add(y)
 
     members: dict[UOp | None, list[UOp]] = {}
     for n in nodes:
@@ -66,27 +76,9 @@ def linearize(sink: UOp) -> tuple[UOp, ...]:
 
     out: list[UOp] = []
 
-    def subtree(r: UOp) -> list[UOp]:
-        # every UOp inside loop r, the ranges of the loops it holds (and r) included
-        ret, stack = [], [r]
-        while stack:
-            x = stack.pop()
-            ret.append(x)
-            ret.extend(members.get(x, []))
-            stack.extend(children.get(x, []))
-        return ret
-
     def emit(scope: UOp | None) -> None:
         items: list[UOp] = members.get(scope, []) + children.get(scope, [])
-        deps: dict[UOp, set[UOp]] = {it: set() for it in items}
-        for it in items:
-            inside = subtree(it) if it.op is Ops.RANGE else [it]
-            for n in inside:
-                for s in n.src:
-                    if s.op is Ops.RANGE and s is it:
-                        continue
-                    if (dep := _owner(scope, s, place, item_in)) is not None and dep is not it:
-                        deps[it].add(dep)
+        deps: dict[UOp, set[UOp]] = {it: item_deps.get(it, set()) for it in items}
         # Kahn's algorithm, preferring the order of the original toposort
         users: dict[UOp, list[UOp]] = {it: [] for it in items}
         for it, ds in deps.items():
@@ -115,10 +107,3 @@ def linearize(sink: UOp) -> tuple[UOp, ...]:
     emit(None)
     return tuple(out)
 
-
-def _owner(scope: UOp | None, s: UOp, place: dict[UOp, UOp | None], item_in) -> UOp | None:  # type: ignore[no-untyped-def]
-    """The item of `scope`'s body that must come before a user of s (None if s is emitted outside the scope)."""
-    p = place[s]
-    if s.op is not Ops.RANGE and p is scope:
-        return s
-    return item_in(scope, p)
