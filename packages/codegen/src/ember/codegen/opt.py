@@ -27,8 +27,12 @@ def range_order(r: UOp) -> tuple[int, int]:
 
 def kernel_ranges(ast: UOp) -> list[UOp]:
     """The RANGEs of a kernel in opt-axis order: output axes first, then reduce axes, each by axis id."""
-    rngs = {u for u in ast.toposort() if u.op is Ops.RANGE}
-    return sorted(rngs, key=range_order)
+    return list(_kernel_ranges(ast))
+
+
+@functools.lru_cache(maxsize=1024)  # (the heuristic asks for the ranges of the same kernel a dozen times)
+def _kernel_ranges(ast: UOp) -> tuple[UOp, ...]:
+    return tuple(sorted({u for u in ast.toposort() if u.op is Ops.RANGE}, key=range_order))
 
 
 def range_size(r: UOp) -> int | None:
