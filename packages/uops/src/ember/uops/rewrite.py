@@ -208,7 +208,9 @@ def graph_rewrite(sink: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: boo
                     continue
             on_stack.add(n)
             stack.append((n, 1, new_n))
-            stack.extend((s, 0, s) for s in reversed(new_n.src) if s not in replace)
+            for s in reversed(new_n.src):  # (a loop, not a generator: this runs once per node)
+                if s not in replace:
+                    stack.append((s, 0, s))
         elif stage == 1:
             src = tuple(map(replace.__getitem__, new_n.src))
             if src != new_n.src:  # (UOps compare by identity: this is `any(a is not b)`, in C)
