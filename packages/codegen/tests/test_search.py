@@ -86,3 +86,18 @@ def test_program_cache_across_calls(cache, monkeypatch):
     entry.write_bytes(b"garbage")
     with pytest.warns(UserWarning, match="unreadable"):
         assert cached_program(ast, CRenderer()).src == first.src
+
+
+def test_load_program_reads_only(cache, monkeypatch):
+    from ember.codegen import cached_program, load_program
+
+    ast = matmul_ast(8, 16, 24)
+    assert load_program(ast, CRenderer()) is None and not list(cache.parent.glob("program/*.pkl"))
+    built = cached_program(ast, CRenderer())
+    assert load_program(ast, CRenderer()).src == built.src
+    assert load_program(ast, CRenderer(), []) is None  # other opts: another entry
+    monkeypatch.setenv("CACHE", "0")
+    assert load_program(ast, CRenderer()) is None
+    monkeypatch.delenv("CACHE")
+    monkeypatch.setenv("NOOPT", "1")
+    assert load_program(ast, CRenderer()) is None

@@ -2,7 +2,7 @@
 
 __version__ = "0.5.0"
 
-from ember.codegen.cache import cached_program  # noqa: E402
+from ember.codegen.cache import cached_program, load_program  # noqa: E402
 from ember.codegen.cstyle import CRenderer  # noqa: E402
 from ember.codegen.linearize import linearize  # noqa: E402
 from ember.codegen.lower import lower  # noqa: E402
@@ -13,6 +13,6 @@ from ember.codegen.program import BufferArg, Estimates, Opt, OptOps, ProgramSpec
 from ember.codegen.renderer import Renderer  # noqa: E402
 from ember.codegen.search import beam_search  # noqa: E402
 
-__all__ = ["cached_program", "CodegenPool", "CRenderer", "linearize", "lower", "KernelOptError", "apply_opts",
-           "hand_coded_opts", "kernel_ranges", "BufferArg", "Estimates", "Opt", "OptOps", "ProgramSpec", "Renderer",
-           "beam_search", "to_program"]
+__all__ = ["cached_program", "load_program", "CodegenPool", "CRenderer", "linearize", "lower", "KernelOptError",
+           "apply_opts", "hand_coded_opts", "kernel_ranges", "BufferArg", "Estimates", "Opt", "OptOps", "ProgramSpec",
+           "Renderer", "beam_search", "to_program"]

@@ -61,23 +61,44 @@ def _renderer_id(renderer: Renderer) -> str:
            f"{renderer.max_vector}"
 
 
+def _program_path(ast: UOp, renderer: Renderer, opts: list[Opt] | None) -> Path | None:
+    """Where the program of this kernel is cached; None under NOOPT (what `opts=None` means then depends on the
+    environment: not cached)."""
+    if os.environ.get("NOOPT"):
+        return None
+    return cache_root() / "program" / f"{kernel_key(ast, _renderer_id(renderer), opts)}.pkl"
+
+
+def _read_program(path: Path | None) -> ProgramSpec | None:
+    if path is None or os.environ.get("CACHE", "1") == "0":
+        return None
+    try:
+        spec = pickle.loads(path.read_bytes())
+        if isinstance(spec, ProgramSpec):
+            return spec
+        raise TypeError(f"not a ProgramSpec: {type(spec).__name__}")
+    except FileNotFoundError:
+        return None
+    except Exception as e:  # noqa: BLE001 - any unreadable entry is rebuilt
+        warnings.warn(f"codegen cache: {path} is unreadable ({e}); building the program again", stacklevel=3)
+        return None
+
+
+def load_program(ast: UOp, renderer: Renderer, opts: list[Opt] | None = None) -> ProgramSpec | None:
+    """The program `cached_program` would return, if an identical kernel was built before (in any process); else
+    None (also with `CACHE=0` or NOOPT). Cheap: callers use it to find the kernels that need a codegen."""
+    return _read_program(_program_path(ast, renderer, opts))
+
+
 def cached_program(ast: UOp, renderer: Renderer, opts: list[Opt] | None = None) -> ProgramSpec:
     """`to_program(ast, renderer, opts)`, read from the disk cache when an identical kernel was built before (in any
     process). `CACHE=0` skips reading (entries are still written), like the compile cache."""
-    if os.environ.get("NOOPT"):  # what to_program(opts=None) means depends on the environment: no caching
-        return to_program(ast, renderer, opts)
-    path = cache_root() / "program" / f"{kernel_key(ast, _renderer_id(renderer), opts)}.pkl"
-    if os.environ.get("CACHE", "1") != "0":
-        try:
-            spec = pickle.loads(path.read_bytes())
-            if isinstance(spec, ProgramSpec):
-                return spec
-            raise TypeError(f"not a ProgramSpec: {type(spec).__name__}")
-        except FileNotFoundError:
-            pass
-        except Exception as e:  # noqa: BLE001 - any unreadable entry is rebuilt
-            warnings.warn(f"codegen cache: {path} is unreadable ({e}); building the program again", stacklevel=2)
+    path = _program_path(ast, renderer, opts)
+    if (spec := _read_program(path)) is not None:
+        return spec
     spec = to_program(ast, renderer, opts)
+    if path is None:
+        return spec
     try:
         data = pickle.dumps(spec, protocol=pickle.HIGHEST_PROTOCOL)
     except RecursionError:  # a program too deep to pickle is rebuilt each time

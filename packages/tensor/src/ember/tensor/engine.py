@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ember.codegen import CodegenPool, ProgramSpec, beam_search, cached_program
+from ember.codegen import CodegenPool, ProgramSpec, beam_search, cached_program, load_program
 from ember.runtime import Buffer, CompileError, Device
 from ember.schedule import ExecItem, Schedule, schedule
 from ember.uops import Ops, UOp, to_numpy_dtype
@@ -204,9 +204,14 @@ def prepare_kernels(sched: Schedule) -> None:
                 libs[ds] = queue.submit(key[1], spec.name, spec.src)
             todo[key] = (spec, libs[ds])
 
-    work = deque(pending)
+    work: deque[tuple[UOp, str]] = deque()
+    for key in pending:  # programs on disk are read here: only the others are worth a helper's round trip
+        if beam_width() == 0 and (spec := load_program(key[0], Device[key[1]].renderer)) is not None:
+            rendered(key, spec)
+        else:
+            work.append(key)
     helpers = None
-    if len(pending) >= POOL_MIN_KERNELS and beam_width() == 0 and (n := codegen_workers()) > 0:
+    if len(work) >= POOL_MIN_KERNELS and beam_width() == 0 and (n := codegen_workers()) > 0:
         pool = _pools.setdefault(n, CodegenPool(n))
         helpers = pool.drain(work, lambda key: (key[0], Device[key[1]].renderer, None), rendered)
     try:
