@@ -70,3 +70,14 @@ def test_a_dead_worker_gives_its_work_back_and_a_new_drain_restarts(pool):
     pool.close()
     done, returned = run(pool, [(16, 16)], lambda s: (matvec_ast(*s), CRenderer(), None))
     assert returned == [] and done[(16, 16)].src == to_program(matvec_ast(16, 16), CRenderer()).src
+
+
+def test_no_python_to_start_means_building_here(monkeypatch):
+    from ember.codegen import pool as pool_mod
+
+    monkeypatch.setattr(pool_mod.sys, "executable", "/nonexistent/python")
+    p = CodegenPool(1)
+    work = deque([(8, 8), (16, 16)])
+    with pytest.warns(UserWarning, match="cannot start a worker"):
+        handle = p.drain(work, lambda s: (matvec_ast(*s), CRenderer(), None), lambda *a: pytest.fail("built"))
+    assert handle.join() == [] and list(work) == [(8, 8), (16, 16)]  # all left to the caller

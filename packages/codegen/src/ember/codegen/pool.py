@@ -23,6 +23,7 @@ import signal
 import subprocess
 import sys
 import threading
+import warnings
 from collections import deque
 from collections.abc import Callable
 from typing import IO, Any, Generic, TypeVar
@@ -130,6 +131,7 @@ class CodegenPool:
     def __init__(self, workers: int):
         self.size = workers
         self.workers: list[_Worker] = []
+        self.failed = False  # a worker could not be started: no more tries
         self.lock = threading.Lock()
 
     def drain(self, work: deque[T], request: Callable[[T], tuple[UOp, Renderer, list[Opt] | None]],
@@ -137,8 +139,13 @@ class CodegenPool:
         """Build programs for the items of `work`, taken from its right end while any are left: `request(item)` is
         the (ast, renderer, opts) of an item, `done(item, spec)` is called (from a pool thread) with each program."""
         with self.lock:
-            if not self.workers:
-                self.workers = [_Worker() for _ in range(self.size)]
+            if not self.workers and not self.failed:
+                try:
+                    self.workers = [_Worker() for _ in range(self.size)]
+                except OSError as e:  # no Python to start: the caller builds everything
+                    self.failed = True
+                    warnings.warn(f"CodegenPool: cannot start a worker ({e}); building programs in this process",
+                                  stacklevel=2)
                 atexit.register(self.close)
         return Drain(self.workers, work, request, done)
 
