@@ -224,6 +224,9 @@ def prepare_kernels(sched: Schedule) -> None:
         for key in helpers.join() if helpers is not None else ():  # what a helper could not build
             rendered(key, codegen(key[0], key[1]))
     finally:
+        work.clear()  # (after an error: the helpers stop after the kernel they are on)
+        if helpers is not None:
+            helpers.join()
         queue.close()
     for (ast, dev), (spec, lib) in todo.items():
         _kernel_cache[(ast, dev)] = CompiledKernel(dev, spec, lib.result())
