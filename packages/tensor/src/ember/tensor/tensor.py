@@ -211,7 +211,7 @@ class Tensor:
             return
         # an assign overwrites a buffer: lazy tensors that still read its old value are computed in the same
         # schedule, which orders them before the write
-        targets = {x.src[0] for t in todo for x in t.uop.toposort() if x.op is Ops.ASSIGN}
+        targets = {x.src[0] for x in _graph_nodes(todo) if x.op is Ops.ASSIGN}
         if targets:
             targets = {_base_buffer(x) for x in targets}
             ids = {id(t) for t in todo}  # by identity: Tensor == is elementwise
@@ -1566,12 +1566,18 @@ def _distinct_storage(todo: list[Tensor]) -> list[Tensor]:
     return [t for t in extra if id(t) not in ids]
 
 
+def _graph_nodes(tensors: list[Tensor]) -> list[UOp]:
+    """Every node of the tensors' graphs, in one walk (their graphs overlap: one walk each went over the shared part
+    again for every tensor)."""
+    return UOp.sink(*(t.uop for t in tensors)).toposort()
+
+
 def _alias_hazards(todo: list[Tensor]) -> list[Tensor]:
     """Lazy tensors to realize before `todo` because they touch memory that todo reaches under another BUFFER (views
     made by `share_storage`; the scheduler orders accesses per BUFFER only). In program order: a pending write made
     before a todo tensor, to memory todo reads or writes; a pending read made before one of todo's writes, of the
     memory it overwrites."""
-    graph = {x for t in todo for x in t.uop.toposort()}
+    graph = set(_graph_nodes(todo))
     shared = set().union(*(engine.aliases(x) for x in graph if x.op is Ops.BUFFER))
     if not shared:
         return []
