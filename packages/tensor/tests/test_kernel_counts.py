@@ -172,3 +172,32 @@ def test_softmax_backward_routes_nothing_through_the_max(x, fn, kernels):
     ref = getattr(torch, fn)(xt, -1) if fn != "logsumexp" else torch.logsumexp(xt, -1)
     (ref * torch.tensor(c if fn != "logsumexp" else 1.0)).sum().backward()
     np.testing.assert_allclose(gx.numpy(), xt.grad.numpy(), rtol=1e-4, atol=1e-6)
+
+
+def _residual_stack(depth, backward):
+    rng = np.random.default_rng(0)
+    x = Tensor(rng.standard_normal((8, 64)).astype(np.float32))
+    ws = [Tensor(rng.standard_normal((64, 64)).astype(np.float32) * 0.1, requires_grad=True) for _ in range(depth)]
+    h = x
+    for w in ws:  # pre-norm residual layers: h + norm(h) @ w
+        h = h + (h * ((h * h).mean(-1, keepdim=True) + 1e-5).rsqrt()) @ w
+    outs = [h]
+    if backward:
+        loss = h.square().sum()
+        loss.backward()
+        outs = [loss, *(w.grad for w in ws)]
+    return [it for it in schedule(UOp.sink(*(t.uop for t in outs))).items if it.ast.op is Ops.SINK]
+
+
+@pytest.mark.parametrize("backward", [False, True])
+def test_a_residual_stream_is_stored_with_its_matmul(backward):
+    """Each layer's h + norm(h) @ w is stored by the matmul's kernel (the add its epilogue): no kernel re-sums the
+    stream from all earlier layers' outputs, and the layers share their kernels, whatever the depth."""
+    shallow, deep = _residual_stack(2, backward), _residual_stack(8, backward)
+    def widest(items):  # the most activation-sized buffers one kernel reads
+        return max(sum(b.arg == 8 * 64 for b in it.bufs[1:]) for it in items)
+
+    assert widest(deep) == widest(shallow) <= 3
+    assert len({it.ast for it in deep}) == len({it.ast for it in shallow})
+    # forward per layer: the norm's row reduce, the normalized input (a 64-wide projection reads it), the matmul
+    assert len(deep) <= (7 if backward else 3) * 8

@@ -87,9 +87,10 @@ pm_split_reduces = PatternMatcher([(UPat(Ops.REDUCE_AXIS, name="r"), split_reduc
 def realize_map(sink: UOp) -> set[UOp]:
     """The tensor nodes that get their own buffer (a kernel each).
 
-    Realized: the outputs, CONTIGUOUS, COPY (and its source), ASSIGN; a REDUCE_AXIS read by more than one node or
-    broadcast (an EXPAND between it and the kernel that reads it) - else it would be recomputed per element; and a
-    node with several users whose fused graph holds a reduce. Cheap elementwise work is recomputed, not stored.
+    Realized: the outputs, CONTIGUOUS, COPY (and its source), ASSIGN; a reduce's epilogue read by several nodes; a
+    REDUCE_AXIS read by more than one node or broadcast (an EXPAND between it and the kernel that reads it) - else it
+    would be recomputed per element; a node with several users whose fused graph holds a reduce; and costly work
+    broadcast into a reduce. Cheap elementwise work is recomputed, not stored.
     """
     nodes = sink.toposort(gate=lambda u: u.op is not Ops.BUFFER)
     users: dict[UOp, list[UOp]] = {u: [] for u in nodes}
@@ -107,6 +108,16 @@ def realize_map(sink: UOp) -> set[UOp]:
             realized.add(u)
         if u.op is Ops.COPY and not is_buffer_view(u.src[0]):
             realized.add(u.src[0])
+    # 0. the epilogue of a reduce (what follows it, read by nothing else, with no broadcast in between: a matmul's
+    #    scale, a residual add) read by several nodes is stored with the reduce, in its kernel; else rule 1 below
+    #    would store the bare reduce (broadcast further on, through this node) and every reader would recompute the
+    #    epilogue from its parts (a residual stream re-summed from all earlier layers' outputs in each layer)
+    epilogue: dict[UOp, bool] = {}  # u is a reduce or its epilogue so far: one reader each, no EXPAND
+    for u in nodes:
+        epilogue[u] = u.op is Ops.REDUCE_AXIS or (u.op is not Ops.EXPAND and any(
+            epilogue.get(s, False) and len(users[s]) == 1 and s not in realized for s in u.src))
+        if len(users[u]) > 1 and epilogue[u] and u.op in GroupOp.Elementwise:
+            realized.add(u)
     # 1. reduces that would be recomputed: read by several nodes, or broadcast on the way to their reader
     broadcast: dict[UOp, bool] = {}  # some path from u to the kernel that reads it has an EXPAND
     for u in reversed(nodes):
@@ -128,11 +139,11 @@ def realize_map(sink: UOp) -> set[UOp]:
     #    every element of the broadcast axis; storing it once costs one write and one read per element. Any ALU work
     #    broadcast BROADCAST_STORE times or more counts as costly (a normalized input read by a wide projection: a
     #    register tile recomputes it once per panel of output columns)
+    #    Readers first: work stored on its way to the reduce is broadcast into that store, not into the reduce.
     feeds_reduce: dict[UOp, bool] = {}
     for u in reversed(nodes):
         feeds_reduce[u] = any(c not in realized and (c.op is Ops.REDUCE_AXIS or feeds_reduce.get(c, False))
                               for c in users[u])
-    for u in nodes:
         if u.op is Ops.EXPAND and feeds_reduce[u]:
             src = u.src[0]
             while (src.op in GroupOp.Movement or src.op is Ops.DETACH) and src not in realized:
