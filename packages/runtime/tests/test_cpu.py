@@ -162,3 +162,21 @@ def test_rendered_matvec_on_cpu_and_python(rng, opts):
     np.testing.assert_allclose(results["CPU"], a @ b, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(results["PYTHON"], a @ b, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(results["CPU"], results["PYTHON"], rtol=1e-6, atol=1e-6)
+
+
+def test_big_buffers_ask_for_huge_pages(monkeypatch):
+    from ember.runtime import cpu
+
+    calls = []
+    monkeypatch.setattr(cpu, "_madvise", lambda: lambda addr, n, advice: calls.append((addr, n, advice)))
+    alloc = cpu.CPUAllocator()
+    small, big = alloc._alloc(1 << 20, None), alloc._alloc((9 << 20) + 4, None)
+    try:
+        assert small.addr % cpu.ALIGNMENT == 0 and big.addr % cpu.HUGE_PAGE == 0
+        # only the big one, over its whole 2 MiB pages
+        assert calls == [(big.addr, 8 << 20, cpu.MADV_HUGEPAGE)]
+        big.numpy()[:] = 7  # the memory is ordinary memory
+        assert big.numpy()[-1] == 7
+    finally:
+        alloc._free(small, small.nbytes, None)
+        alloc._free(big, big.nbytes, None)

@@ -59,17 +59,40 @@ def _libc() -> ctypes.CDLL:
     return libc
 
 
+@functools.cache
+def _madvise() -> Any:
+    """libc's madvise, None where there is none (not Linux)."""
+    if platform.system() != "Linux":
+        return None
+    madvise = _libc().madvise
+    madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    madvise.restype = ctypes.c_int
+    return madvise
+
+
 def _address(mv: memoryview) -> int:
     return int(np.frombuffer(mv, np.uint8).ctypes.data) if mv.nbytes else 0
 
 
+HUGE_PAGE = 2 << 20  # x86-64 and aarch64 transparent huge pages
+MADV_HUGEPAGE = 14  # <sys/mman.h> on Linux
+
+
 class CPUAllocator(LRUAllocator):
-    """Host memory from posix_memalign, 64-byte aligned; freed with free() when the LRU cache is released."""
+    """Host memory from posix_memalign, 64-byte aligned; freed with free() when the LRU cache is released.
+
+    A buffer of 4 MiB or more is aligned to 2 MiB and asked for transparent huge pages (`madvise(MADV_HUGEPAGE)`, as
+    numpy does for its arrays; the kernel's default is often "madvise only"): a stream over 4 KiB pages stops the
+    hardware prefetcher at every page and misses the TLB (a 64 MiB sum: ~31 -> ~40 GB/s)."""
 
     def _alloc(self, nbytes: int, options: Hashable | None) -> HostMemory:
         ptr = ctypes.c_void_p()
-        if (err := _libc().posix_memalign(ctypes.byref(ptr), ALIGNMENT, max(nbytes, 1))) != 0 or not ptr.value:
+        huge = nbytes >= 2 * HUGE_PAGE
+        if (err := _libc().posix_memalign(ctypes.byref(ptr), HUGE_PAGE if huge else ALIGNMENT, max(nbytes, 1))) != 0 \
+                or not ptr.value:
             raise MemoryError(f"CPU: cannot allocate {nbytes} bytes (posix_memalign error {err})")
+        if huge and (madvise := _madvise()) is not None:
+            madvise(ptr.value, nbytes - nbytes % HUGE_PAGE, MADV_HUGEPAGE)  # a hint: its failure changes nothing
         return HostMemory(ptr.value, nbytes)
 
     def _free(self, buf: HostMemory, nbytes: int, options: Hashable | None) -> None:
