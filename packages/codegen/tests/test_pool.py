@@ -81,3 +81,14 @@ def test_no_python_to_start_means_building_here(monkeypatch):
     with pytest.warns(UserWarning, match="cannot start a worker"):
         handle = p.drain(work, lambda s: (matvec_ast(*s), CRenderer(), None), lambda *a: pytest.fail("built"))
     assert handle.join() == [] and list(work) == [(8, 8), (16, 16)]  # all left to the caller
+
+
+def test_a_worker_imports_what_the_caller_can(pool, tmp_path, monkeypatch):
+    # a renderer from a module the caller found through sys.path alone (not $PYTHONPATH)
+    (tmp_path / "pool_test_renderer.py").write_text(
+        "from ember.codegen import CRenderer\nclass MyRenderer(CRenderer):\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from pool_test_renderer import MyRenderer
+
+    done, returned = run(pool, [(8, 24)], lambda s: (matvec_ast(*s), MyRenderer(), None))
+    assert returned == [] and done[(8, 24)].src == to_program(matvec_ast(8, 24), MyRenderer()).src

@@ -55,8 +55,10 @@ class _Worker:
     """One helper process and the lock that gives it one request at a time."""
 
     def __init__(self) -> None:
+        # the caller's import path: a worker imports what the caller imported, however it found it
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         self.proc = subprocess.Popen([sys.executable, "-c", _WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     env=dict(os.environ))
+                                     env=env)
         self.lock = threading.Lock()
 
     def build(self, ast: UOp, renderer: Renderer, opts: list[Opt] | None) -> ProgramSpec | None:
