@@ -112,3 +112,25 @@ def test_bad_config_and_input():
         model(Tensor(np.zeros((1, 17), np.int32)))
     with pytest.raises(ValueError, match="integer tensor"):
         model(Tensor(np.zeros((1, 4), np.float32)))
+
+
+def test_layers_share_their_kernels():
+    """The scheduler stores each layer's residual stream once (a projection's epilogue), so a deeper model schedules
+    more launches of the same kernels, not new ones; and no kernel re-sums the stream from earlier layers."""
+    from ember.schedule import schedule
+    from ember.uops import Ops, UOp
+
+    def step_kernels(n_layers):
+        cfg = LlamaConfig(dim=64, n_layers=n_layers, n_heads=4, n_kv_heads=2, ffn_dim=96, vocab_size=128,
+                          max_seq_len=16)
+        model = Llama(cfg, seed=0)
+        params = list(model.named_parameters().values())
+        Tensor.realize(*params)
+        loss = model.loss(Tensor(np.random.default_rng(0).integers(0, 128, (2, 13)).astype(np.int32)))
+        items = schedule(UOp.sink(loss.uop, *(g.uop for g in loss.gradient(*params)))).items
+        return [it for it in items if it.ast.op is Ops.SINK]
+
+    three, five = step_kernels(3), step_kernels(5)
+    assert len(five) > len(three)
+    assert len({it.ast for it in five}) == len({it.ast for it in three})
+    assert max(len(it.bufs) for it in five) == max(len(it.bufs) for it in three)
