@@ -198,3 +198,30 @@ def test_kernels_of_one_template_are_built_once(monkeypatch):
     t1, t2 = kernels(r1 + r1.exp2()), kernels(r2 + r2.exp2())
     assert [it.ast for it in t1.items] == [it.ast for it in t2.items] and len(t1.items) == 2
     assert t2.items[0].bufs[1:] == (c.src[0],) and t2.items[1].bufs[1] == t2.items[0].bufs[0]
+
+
+def output_ranges(item):
+    (end,) = (u for u in item.ast.toposort() if u.op is Ops.END and u.src[0].op is Ops.STORE)
+    return [r.src[0].arg for r in end.src[1:]]
+
+
+def test_contiguous_output_ranges_merge():
+    # every address reads (4, 6, 8) row-major: one loop of 192
+    a, b = buf(4, 6, 8), buf(4, 6, 8)
+    (item,) = kernels(a * b + const(1.0, (4, 6, 8))).items
+    assert output_ranges(item) == [192]
+    # a bias along the last axis reads it alone: the two outer axes merge, the last stays
+    (item,) = kernels(a + buf(8).reshape((1, 1, 8)).expand((4, 6, 8))).items
+    assert output_ranges(item) == [24, 8]
+    # a transposed read keeps its axes
+    (item,) = kernels(buf(6, 4).permute((1, 0)) + buf(4, 6)).items
+    assert output_ranges(item) == [4, 6]
+
+
+def test_a_projection_in_a_split_shape_is_a_plain_matmul():
+    # x @ w.T stored as (batch, seq, heads, pairs, 2), RoPE's view: a (batch * seq, dim) output over the reduce
+    x, w = buf(2, 16, 32), buf(32, 32)
+    y = (x.reshape((2, 16, 1, 32)).expand((2, 16, 32, 32)) * w.reshape((1, 1, 32, 32)).expand((2, 16, 32, 32)))
+    y = y.reduce_axis(Ops.ADD, (3,)).reshape((2, 16, 4, 4, 2))
+    (item,) = kernels(y).items
+    assert output_ranges(item) == [32, 32]

@@ -23,6 +23,7 @@ from ember.uops import (
     gate_loads,
     graph_rewrite,
     index_in_range,
+    linear_terms,
     movement_index,
     onehot_pick,
     pm_reduce_collapse,
@@ -332,7 +333,46 @@ def kernel_ast(x: UOp, buffers: dict[UOp, UOp]) -> UOp:
     buf_idx = address(tuple(idxs))
     rngs = [i for i in idxs if i.op is Ops.RANGE]
     store = buf_idx.store(value)
-    return UOp.sink(store.end(*rngs) if rngs else store)
+    if not rngs:
+        return UOp.sink(store)
+    store, rngs = merge_ranges(store, rngs)
+    return UOp.sink(store.end(*rngs))
+
+
+def _mergeable(store: UOp, a: UOp, b: UOp) -> bool:
+    """Whether every address of the kernel reads output ranges a (outer) and b as one: a * size(b) + b times a stride,
+    or neither of them (the cheap test; the merge itself is checked by what it simplifies to)."""
+    size_b = b.src[0].arg
+    for idx in (u for u in store.toposort() if u.op is Ops.INDEX):
+        coeff = {a: 0, b: 0}
+        for base, m in linear_terms(idx.src[1])[0]:
+            if base in coeff:
+                coeff[base] += m
+            elif a in base.toposort() or b in base.toposort():  # inside a division, a comparison, ...
+                return False
+        if coeff[a] != size_b * coeff[b]:
+            return False
+    return True
+
+
+def merge_ranges(store: UOp, rngs: list[UOp]) -> tuple[UOp, list[UOp]]:
+    """The kernel with adjacent output ranges that every address reads as one merged into one range: a projection
+    stored in the (batch, seq, heads, pairs, 2) shape RoPE reads is a (batch * seq, dim) matmul to codegen, an
+    elementwise kernel one flat loop. A merge is kept only if no division or remainder of the new range is left."""
+    i, rngs = 0, list(rngs)
+    while i + 1 < len(rngs):
+        a, b = rngs[i], rngs[i + 1]
+        if not (a.src[0].op is b.src[0].op is Ops.CONST and _mergeable(store, a, b)):
+            i += 1
+            continue
+        size_b = b.src[0].arg
+        m = UOp.range(a.src[0].arg * size_b, a.arg[0], AxisType.GLOBAL)
+        merged = graph_rewrite(store.substitute({a: m // size_b, b: m % size_b}), symbolic, name="merge ranges")
+        if any(u.op in (Ops.IDIV, Ops.MOD) and m in u.src[0].toposort() for u in merged.toposort()):
+            i += 1
+            continue
+        store, rngs[i:i + 2] = merged, [m]
+    return store, rngs
 
 
 def new_buffer(x: UOp, unique: int) -> UOp:
