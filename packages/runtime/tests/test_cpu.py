@@ -170,11 +170,11 @@ def test_big_buffers_ask_for_huge_pages(monkeypatch):
     calls = []
     monkeypatch.setattr(cpu, "_madvise", lambda: lambda addr, n, advice: calls.append((addr, n, advice)))
     alloc = cpu.CPUAllocator()
-    small, big = alloc._alloc(1 << 20, None), alloc._alloc((9 << 20) + 4, None)
+    small, big = alloc._alloc(cpu.HUGE_PAGE_MIN - 64, None), alloc._alloc(cpu.HUGE_PAGE_MIN + (1 << 20) + 4, None)
     try:
         assert small.addr % cpu.ALIGNMENT == 0 and big.addr % cpu.HUGE_PAGE == 0
         # only the big one, over its whole 2 MiB pages
-        assert calls == [(big.addr, 8 << 20, cpu.MADV_HUGEPAGE)]
+        assert calls == [(big.addr, cpu.HUGE_PAGE_MIN, cpu.MADV_HUGEPAGE)]
         big.numpy()[:] = 7  # the memory is ordinary memory
         assert big.numpy()[-1] == 7
     finally:

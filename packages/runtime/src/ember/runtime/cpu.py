@@ -76,18 +76,22 @@ def _address(mv: memoryview) -> int:
 
 HUGE_PAGE = 2 << 20  # x86-64 and aarch64 transparent huge pages
 MADV_HUGEPAGE = 14  # <sys/mman.h> on Linux
+# buffers from this size on ask for huge pages: far past the reach of a core's TLB in 4 KiB pages (~12 MiB), where
+# they pay; below it the first touch of each 2 MiB page (zeroed, maybe compacted for) cost more than they saved (the
+# tiny Llama's first step 0.2 s slower with 4 MiB, its later steps no faster)
+HUGE_PAGE_MIN = 32 << 20
 
 
 class CPUAllocator(LRUAllocator):
     """Host memory from posix_memalign, 64-byte aligned; freed with free() when the LRU cache is released.
 
-    A buffer of 4 MiB or more is aligned to 2 MiB and asked for transparent huge pages (`madvise(MADV_HUGEPAGE)`, as
-    numpy does for its arrays; the kernel's default is often "madvise only"): a stream over 4 KiB pages stops the
-    hardware prefetcher at every page and misses the TLB (a 64 MiB sum: ~31 -> ~40 GB/s)."""
+    A buffer of HUGE_PAGE_MIN or more is aligned to 2 MiB and asked for transparent huge pages
+    (`madvise(MADV_HUGEPAGE)`; the kernel's default is often "madvise only"): a stream over 4 KiB pages stops the
+    hardware prefetcher at every page and misses the TLB (a 64 MiB sum: ~31 -> ~37 GB/s)."""
 
     def _alloc(self, nbytes: int, options: Hashable | None) -> HostMemory:
         ptr = ctypes.c_void_p()
-        huge = nbytes >= 2 * HUGE_PAGE
+        huge = nbytes >= HUGE_PAGE_MIN
         if (err := _libc().posix_memalign(ctypes.byref(ptr), HUGE_PAGE if huge else ALIGNMENT, max(nbytes, 1))) != 0 \
                 or not ptr.value:
             raise MemoryError(f"CPU: cannot allocate {nbytes} bytes (posix_memalign error {err})")
