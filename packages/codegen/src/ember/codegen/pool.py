@@ -135,6 +135,7 @@ class CodegenPool:
         self.workers: list[_Worker] = []
         self.failed = False  # a worker could not be started: no more tries
         self.lock = threading.Lock()
+        atexit.register(self.close)
 
     def drain(self, work: deque[T], request: Callable[[T], tuple[UOp, Renderer, list[Opt] | None]],
               done: Callable[[T, ProgramSpec], None]) -> Drain[T]:
@@ -148,7 +149,6 @@ class CodegenPool:
                     self.failed = True
                     warnings.warn(f"CodegenPool: cannot start a worker ({e}); building programs in this process",
                                   stacklevel=2)
-                atexit.register(self.close)
         return Drain(self.workers, work, request, done)
 
     def close(self) -> None:

@@ -204,14 +204,15 @@ def prepare_kernels(sched: Schedule) -> None:
                 libs[ds] = queue.submit(key[1], spec.name, spec.src)
             todo[key] = (spec, libs[ds])
 
+    searching = beam_width() > 0  # (BEAM's opts come from timing on this process's device: built here, each)
     work: deque[tuple[UOp, str]] = deque()
     for key in pending:  # programs on disk are read here: only the others are worth a helper's round trip
-        if beam_width() == 0 and (spec := load_program(key[0], Device[key[1]].renderer)) is not None:
+        if not searching and (spec := load_program(key[0], Device[key[1]].renderer)) is not None:
             rendered(key, spec)
         else:
             work.append(key)
     helpers = None
-    if len(work) >= POOL_MIN_KERNELS and beam_width() == 0 and (n := codegen_workers()) > 0:
+    if len(work) >= POOL_MIN_KERNELS and not searching and (n := codegen_workers()) > 0:
         pool = _pools.setdefault(n, CodegenPool(n))
         helpers = pool.drain(work, lambda key: (key[0], Device[key[1]].renderer, None), rendered)
     try:
