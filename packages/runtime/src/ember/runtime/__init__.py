@@ -10,9 +10,11 @@ __version__ = "0.2.0"
 
 from ember.runtime.allocator import Allocator, LRUAllocator  # noqa: E402
 from ember.runtime.buffer import Buffer  # noqa: E402
+from ember.runtime.compile_queue import CompileQueue  # noqa: E402
 from ember.runtime.compiler import CompileError, Compiler  # noqa: E402
 from ember.runtime.device import CompiledDevice, Device, DeviceRegistry  # noqa: E402
 from ember.runtime.program import Program  # noqa: E402
+from ember.runtime.timing import time_program  # noqa: E402
 
-__all__ = ["Allocator", "LRUAllocator", "Buffer", "CompileError", "Compiler", "CompiledDevice", "Device",
-           "DeviceRegistry", "Program"]
+__all__ = ["Allocator", "LRUAllocator", "Buffer", "CompileError", "CompileQueue", "Compiler", "CompiledDevice",
+           "Device", "DeviceRegistry", "Program", "time_program"]

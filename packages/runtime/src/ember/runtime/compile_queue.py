@@ -1,0 +1,77 @@
+"""`CompileQueue`: compiles in background threads, in batches per device, while the caller renders the next sources.
+
+    queue = CompileQueue(workers=os.cpu_count() or 1)
+    lib = queue.submit("CPU", spec.name, spec.src)   # a Future of the library bytes
+    queue.close()                                    # compiles what is left; every Future is then resolved
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future
+
+from ember.runtime.device import Device
+
+
+class CompileQueue:
+    """`submit` a rendered source, get a Future of its library. A worker thread takes what is waiting once there are
+    `min_batch` sources (or the queue is closed, then its share: `ceil(waiting / idle workers)`), at most `max_batch`,
+    all for one device, and compiles them with one `compile_cached_many`: a compiler that batches then starts (and
+    links) once for many kernels. While sources are still coming, one worker fewer than `workers` compiles: the
+    caller that renders them keeps a core. A batch's compile error is set on each of its Futures."""
+
+    def __init__(self, workers: int, min_batch: int = 4, max_batch: int = 16):
+        self.min_batch, self.max_batch = min_batch, max_batch
+        self.waiting: list[tuple[str, str, str, Future[bytes]]] = []  # (device, name, src, its library)
+        self.idle, self.closed = 0, False
+        self.cond = threading.Condition()
+        self.while_coming = max(workers - 1, 1)
+        self.threads = [threading.Thread(target=self._work, args=(i,), daemon=True) for i in range(workers)]
+        for t in self.threads:
+            t.start()
+
+    def submit(self, device: str, name: str, src: str) -> Future[bytes]:
+        """Queue the source of function `name` for `Device[device]`'s compiler; the Future holds its library."""
+        fut: Future[bytes] = Future()
+        with self.cond:
+            self.waiting.append((device, name, src, fut))
+            if len(self.waiting) >= self.min_batch:
+                self.cond.notify_all()
+        return fut
+
+    def close(self) -> None:
+        """Compile what is left and stop the threads (returns when every Future is resolved)."""
+        with self.cond:
+            self.closed = True
+            self.cond.notify_all()
+        for t in self.threads:
+            t.join()
+
+    def _take(self, worker: int) -> list[tuple[str, str, str, Future[bytes]]]:
+        with self.cond:
+            self.idle += 1
+            while not self.closed and (len(self.waiting) < self.min_batch or worker >= self.while_coming):
+                self.cond.wait()
+            self.idle -= 1
+            if not self.waiting:
+                return []
+            device = self.waiting[0][0]
+            same = [i for i, w in enumerate(self.waiting) if w[0] == device]
+            share = -(-len(same) // (self.idle + 1)) if self.closed else len(same)
+            taken = set(same[:min(self.max_batch, share)])
+            batch = [self.waiting[i] for i in sorted(taken)]
+            self.waiting = [w for i, w in enumerate(self.waiting) if i not in taken]
+            if len(self.waiting) >= self.min_batch:
+                self.cond.notify_all()
+            return batch
+
+    def _work(self, worker: int) -> None:
+        while batch := self._take(worker):
+            try:
+                libs = Device[batch[0][0]].compiler.compile_cached_many([(name, src) for _, name, src, _ in batch])
+            except BaseException as e:  # noqa: BLE001 - handed to whoever waits on the kernel
+                for *_, fut in batch:
+                    fut.set_exception(e)
+                continue
+            for (*_, fut), lib in zip(batch, libs):
+                fut.set_result(lib)

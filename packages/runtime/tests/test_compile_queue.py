@@ -1,0 +1,99 @@
+"""CompileQueue: batches per device, between min_batch and max_batch sources, every Future resolved by close (with
+the library or the batch's error); time_program: BEAM's timer on scratch buffers."""
+
+import dataclasses
+import threading
+
+import numpy as np
+import pytest
+
+from ember.codegen import to_program
+from ember.runtime import CompileError, CompileQueue, Device, time_program
+from ember.uops import AxisType, Ops, UOp, dtypes
+
+
+@pytest.fixture
+def batches(monkeypatch):
+    """The batches each device's compiler is handed: [(device, [function names])]; a source compiles to its bytes."""
+    seen: list[tuple[str, list[str]]] = []
+    lock = threading.Lock()
+    for device in ("PYTHON", "PYTHON:1"):
+        def compile_cached_many(programs, device=device):
+            with lock:
+                seen.append((device, [name for name, _ in programs]))
+            return [src.encode() for _, src in programs]
+        monkeypatch.setattr(Device[device].compiler, "compile_cached_many", compile_cached_many)
+    return seen
+
+
+def test_batches_hold_one_device(batches):
+    queue = CompileQueue(workers=1, min_batch=100)  # nothing is taken before close
+    futs = [queue.submit("PYTHON" if i % 2 == 0 else "PYTHON:1", f"k{i}", f"src{i}") for i in range(6)]
+    queue.close()
+    assert batches == [("PYTHON", ["k0", "k2", "k4"]), ("PYTHON:1", ["k1", "k3", "k5"])]
+    assert [f.result(timeout=0) for f in futs] == [f"src{i}".encode() for i in range(6)]
+
+
+def test_a_batch_waits_for_min_batch_sources(batches):
+    queue = CompileQueue(workers=1, min_batch=3)
+    first = [queue.submit("PYTHON", f"k{i}", f"src{i}") for i in range(2)]
+    assert not any(f.done() for f in first) and batches == []  # two are fewer than min_batch: nothing runs
+    first.append(queue.submit("PYTHON", "k2", "src2"))
+    assert [f.result(timeout=10) for f in first] == [b"src0", b"src1", b"src2"]
+    assert batches == [("PYTHON", ["k0", "k1", "k2"])]
+    queue.close()
+
+
+def test_batches_hold_at_most_max_batch(batches):
+    queue = CompileQueue(workers=1, min_batch=100, max_batch=4)
+    futs = [queue.submit("PYTHON", f"k{i}", f"src{i}") for i in range(10)]
+    queue.close()
+    assert [len(names) for _, names in batches] == [4, 4, 2]
+    assert [name for _, names in batches for name in names] == [f"k{i}" for i in range(10)]
+    assert all(f.done() for f in futs)
+
+
+def test_close_resolves_every_future(batches):
+    queue = CompileQueue(workers=3)  # the default min_batch: 4
+    futs = [queue.submit("PYTHON" if i < 5 else "PYTHON:1", f"k{i}", f"src{i}") for i in range(7)]
+    queue.close()
+    assert all(f.done() for f in futs)
+    assert [f.result(timeout=0) for f in futs] == [f"src{i}".encode() for i in range(7)]
+    assert sorted(name for _, names in batches for name in names) == sorted(f"k{i}" for i in range(7))
+    assert not any(t.is_alive() for t in queue.threads)
+
+
+def test_an_error_reaches_every_waiting_future(monkeypatch):
+    def reject(programs):
+        raise CompileError("PYTHON: rejected")
+    monkeypatch.setattr(Device["PYTHON"].compiler, "compile_cached_many", reject)
+    queue = CompileQueue(workers=2, min_batch=100, max_batch=2)
+    futs = [queue.submit("PYTHON", f"k{i}", f"src{i}") for i in range(5)]
+    queue.close()
+    for f in futs:
+        with pytest.raises(CompileError, match="PYTHON: rejected"):
+            f.result(timeout=0)
+
+
+def add_one_ast(n: int) -> UOp:
+    out, inp = (UOp(Ops.PARAM, dtypes.float32.ptr(n), (), slot) for slot in (0, 1))
+    i = UOp.range(n, 0, AxisType.GLOBAL)
+    return UOp.sink(out.index(i).store(inp.index(i).load() + 1.0).end(i))
+
+
+def test_time_program_on_scratch_buffers():
+    spec = to_program(add_one_ast(64), Device["CPU"].renderer)
+    scratch: dict = {}
+    seconds = time_program("CPU", spec, scratch=scratch)
+    assert 0 <= seconds < 1 and len(scratch) == 2
+    bufs = dict(scratch)
+    time_program("CPU", spec, runs=1, scratch=scratch)
+    assert scratch == bufs  # the next candidate reuses the buffers
+    (out,) = [b for (slot, _, _), b in scratch.items() if slot == 0]
+    np.testing.assert_array_equal(out.numpy(), np.ones(64, np.float32))  # zeroed inputs, plus one
+
+
+def test_time_program_is_inf_when_the_source_does_not_compile():
+    spec = to_program(add_one_ast(8), Device["CPU"].renderer)
+    broken = dataclasses.replace(spec, src=spec.src + "\n#error rejected\n")
+    assert time_program("CPU", broken) == float("inf")
