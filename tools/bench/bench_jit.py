@@ -11,8 +11,7 @@ import time
 
 import numpy as np
 
-from ember.tensor import Tensor
-from ember.tensor.jit import jit
+from ember.tensor import Tensor, jit
 
 
 def main() -> None:

@@ -15,8 +15,7 @@ import numpy as np
 
 
 def ember_steps(steps: int, use_jit: bool) -> list[float]:
-    from ember.tensor import Tensor, nn
-    from ember.tensor.jit import jit
+    from ember.tensor import Tensor, jit, nn
     from ember.tensor.nn import optim
 
     Tensor.manual_seed(0)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ember.tensor import Tensor, dtypes
-from ember.tensor.nn import layers
+from ember.tensor.nn import embedding, linear, rmsnorm, scaled_dot_product_attention, sparse_categorical_crossentropy
 
 
 @dataclass(frozen=True)
@@ -212,26 +212,26 @@ class Llama:
 
     def _norm(self, x: Tensor, weight: Tensor) -> Tensor:
         # RMSNorm in float32 whatever the parameter dtype, as Megatron/TE do
-        return (layers.rmsnorm(x.float(), -1, self.cfg.norm_eps) * weight.float()).cast(self.dtype)
+        return (rmsnorm(x.float(), -1, self.cfg.norm_eps) * weight.float()).cast(self.dtype)
 
     def _attention(self, x: Tensor, layer: _Weights, cos: Tensor, sin: Tensor) -> Tensor:
         cfg, (b, t, _) = self.cfg, x.shape
         a = layer.attention
-        q = layers.linear(x, a.wq.weight).reshape(b, t, cfg.n_heads, cfg.head_dim)
-        k = layers.linear(x, a.wk.weight).reshape(b, t, cfg.n_kv_heads, cfg.head_dim)
-        v = layers.linear(x, a.wv.weight).reshape(b, t, cfg.n_kv_heads, cfg.head_dim)
+        q = linear(x, a.wq.weight).reshape(b, t, cfg.n_heads, cfg.head_dim)
+        k = linear(x, a.wk.weight).reshape(b, t, cfg.n_kv_heads, cfg.head_dim)
+        v = linear(x, a.wv.weight).reshape(b, t, cfg.n_kv_heads, cfg.head_dim)
         # Layouts for the kernels (codegen tiles a matmul whose operands index affinely): q and k are stored after
         # RoPE (its pair indexing, div/mod by 2 along the head dim, fused into q @ k^T would leave the reduce axis
         # non-affine), q heads first, k as (b, heads, head_dim, t) so that k^T is contiguous along the keys; the
         # attention output is stored (b, t, heads, head_dim) so that merging the heads is a plain reshape
         q = apply_rope(q, cos, sin).transpose(1, 2).contiguous()
         k = apply_rope(k, cos, sin).permute(0, 2, 3, 1).contiguous().transpose(-1, -2)
-        out = layers.scaled_dot_product_attention(q, k, v.transpose(1, 2), is_causal=True)
-        return layers.linear(out.transpose(1, 2).contiguous().reshape(b, t, cfg.dim), a.wo.weight)
+        out = scaled_dot_product_attention(q, k, v.transpose(1, 2), is_causal=True)
+        return linear(out.transpose(1, 2).contiguous().reshape(b, t, cfg.dim), a.wo.weight)
 
     def _feed_forward(self, x: Tensor, layer: _Weights) -> Tensor:
         f = layer.feed_forward
-        return layers.linear(layers.linear(x, f.w1.weight).silu() * layers.linear(x, f.w3.weight), f.w2.weight)
+        return linear(linear(x, f.w1.weight).silu() * linear(x, f.w3.weight), f.w2.weight)
 
     def __call__(self, tokens: Tensor) -> Tensor:
         """Logits (batch, seq, vocab) for int tokens (batch, seq)."""
@@ -241,11 +241,11 @@ class Llama:
         if tokens.shape[1] > self.cfg.max_seq_len:
             raise ValueError(f"Llama: sequence length {tokens.shape[1]} exceeds max_seq_len {self.cfg.max_seq_len}")
         cos, sin = self._rope_for(tokens.shape[1])
-        h = layers.embedding(tokens, self.tok_embeddings.weight)
+        h = embedding(tokens, self.tok_embeddings.weight)
         for layer in self.layers:
             h = h + self._attention(self._norm(h, layer.attention_norm.weight), layer, cos, sin)
             h = h + self._feed_forward(self._norm(h, layer.ffn_norm.weight), layer)
-        return layers.linear(self._norm(h, self.norm.weight), self.output.weight)
+        return linear(self._norm(h, self.norm.weight), self.output.weight)
 
     def loss(self, tokens: Tensor) -> Tensor:
         """Mean next-token cross-entropy (nats) of a (batch, seq+1) token batch: inputs tokens[:, :-1], labels
@@ -253,4 +253,4 @@ class Llama:
         if tokens.ndim != 2 or tokens.shape[1] < 2:
             raise ValueError(f"Llama.loss: tokens must be (batch, seq+1) with seq >= 1, got {tokens.shape}")
         logits = self(tokens[:, :-1]).float()
-        return layers.sparse_categorical_crossentropy(logits, tokens[:, 1:])
+        return sparse_categorical_crossentropy(logits, tokens[:, 1:])

@@ -30,8 +30,7 @@ from ember.mlperf_llama.data import GPTDataset, IndexedDataset, batches
 from ember.mlperf_llama.logging import MLLogger, Progress, WandbLogger, log_hyperparameters, log_submission
 from ember.mlperf_llama.model import Llama, LlamaConfig, flops_per_token, parameter_count, preset
 from ember.mlperf_llama.schedule import learning_rate
-from ember.tensor import Tensor, dtypes, no_grad
-from ember.tensor.jit import jit
+from ember.tensor import Tensor, dtypes, jit, no_grad
 from ember.tensor.nn import optim, safe_load, safe_save
 
 CHECKPOINT_FORMAT = 1

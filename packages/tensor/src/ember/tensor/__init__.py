@@ -2,7 +2,9 @@
 
 __version__ = "0.1.2"
 
+from ember.tensor import nn  # noqa: E402
+from ember.tensor.jit import jit  # noqa: E402
 from ember.tensor.tensor import Tensor, no_grad  # noqa: E402
 from ember.uops import dtypes  # noqa: E402
 
-__all__ = ["Tensor", "dtypes", "no_grad"]
+__all__ = ["Tensor", "dtypes", "jit", "nn", "no_grad"]
