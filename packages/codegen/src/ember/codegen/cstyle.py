@@ -64,6 +64,9 @@ def render_const(value: int | float | bool, dtype: DType) -> str:
         else f"(({C_TYPES[dtype]}){v})"
 
 
+_VECTOR_DTYPES = (dtypes.float32, dtypes.float64, dtypes.int32)
+
+
 class CRenderer(Renderer):
     """C for the host: one function per kernel, `restrict` buffer pointers, OpenMP for THREAD loops."""
 
@@ -72,6 +75,15 @@ class CRenderer(Renderer):
     max_threads = int(os.environ.get("OMP_NUM_THREADS", 0)) or (os.cpu_count() or 1)
     max_vector = 16
     supports_dtypes = tuple(C_TYPES)
+    # GCC vector extensions: + * / negation and comparisons are lane-wise; max, select, reciprocal, exp2 of float32
+    # and conversions by the helpers of _vector_helpers or builtins; a comparison is a mask of -1 or 0 per int lane
+    vector_dtypes = _VECTOR_DTYPES
+    vector_alu = {**dict.fromkeys((Ops.ADD, Ops.MUL, Ops.NEG, Ops.MAX, Ops.WHERE, Ops.CAST, Ops.CMPLT, Ops.CMPNE,
+                                   Ops.CMPEQ), _VECTOR_DTYPES),
+                  Ops.FDIV: (dtypes.float32, dtypes.float64), Ops.RECIPROCAL: (dtypes.float32, dtypes.float64),
+                  Ops.EXP2: (dtypes.float32,)}
+    mask_itemsize = 4
+    mask_alu = frozenset({Ops.AND, Ops.OR, Ops.XOR, Ops.WHERE, Ops.ADD, Ops.MUL})  # (bool + and * are or, and)
 
     def ctype(self, dt: DType) -> str:
         if isinstance(dt, PtrDType):

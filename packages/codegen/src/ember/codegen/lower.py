@@ -14,6 +14,7 @@ import itertools
 from ember.codegen.expand import pm_expand
 from ember.codegen.linearize import open_range_sets
 from ember.codegen.opt import range_order, reduce_identity
+from ember.codegen.renderer import Renderer
 from ember.codegen.vectorize import vectorize
 from ember.uops import DType, GroupOp, Ops, PatternMatcher, UOp, UPat, dtypes, graph_rewrite, pm_divmod, symbolic_simple
 
@@ -84,12 +85,12 @@ pm_sort_ends = PatternMatcher([
 pm_lower_expand = pm_sort_ends + pm_expand + symbolic_simple + pm_divmod
 
 
-def lower(ast: UOp, vector_bytes: int = 0) -> UOp:
-    """The kernel with UPCAST/UNROLL ranges expanded (and vectorized in vectors of `vector_bytes`), every REDUCE
+def lower(ast: UOp, renderer: Renderer | None = None) -> UOp:
+    """The kernel with UPCAST/UNROLL ranges expanded (and vectorized as `renderer` allows), every REDUCE
     turned into accumulator loads and stores, and bfloat16 math done in float32.
     Innermost reduces go first; reduces over the same ranges (the copies an upcast made) share one loop."""
     ast = graph_rewrite(ast, pm_lower_expand, name="expand")
-    ast = vectorize(ast, vector_bytes)
+    ast = vectorize(ast, renderer if renderer is not None else Renderer())
     ids = itertools.count()
     # one walk of the kernel per level of nesting (not one per reduce: an upcast tile holds dozens of them)
     while True:

@@ -61,7 +61,7 @@ def to_program(ast: UOp, renderer: Renderer, opts: list[Opt] | None = None) -> P
         opts = [] if os.environ.get("NOOPT") else hand_coded_opts(ast, renderer)
     opt_ast = graph_rewrite(apply_opts(ast, opts), symbolic, name="postopt symbolic")
     name = kernel_name(opt_ast)
-    uops = linearize(lower(opt_ast, renderer.max_vector * 4 if renderer.max_vector > 1 else 0))
+    uops = linearize(lower(opt_ast, renderer))
     src = renderer.render(name, uops)
     if int(os.environ.get("DEBUG", "0")) >= 4:
         print(src)

@@ -1,12 +1,18 @@
-"""`Renderer`: what a target can do, and how a linear UOp program becomes its source."""
+"""`Renderer`: what a target can do (read by the opts and the lowering), and how a linear UOp program becomes its
+source (`render`; the C-style targets do it with a rule table, see cstyle.py)."""
 
 from __future__ import annotations
 
-from ember.uops import DType, UOp, dtypes
+from ember.uops import DType, Ops, UOp, dtypes
 
 
 class Renderer:
-    """Describes a target to codegen and renders linear programs for it. Subclasses set the capabilities."""
+    """Describes a target to codegen and renders linear programs for it. Subclasses set the capabilities.
+
+    The vector capabilities decide what `vectorize` makes: values of `vector_dtypes` in vectors of `max_vector`
+    float32s' bytes, and an op on vectors only where `vector_alu[op]` lists its dtype (for CAST and comparisons the
+    dtype of the source). A vector of bools is a mask of `mask_itemsize`-byte ints: comparisons and selects of values
+    that wide, and the logic of `mask_alu` on masks, are vectorized (0: no masks)."""
 
     device: str = ""
     has_local: bool = False  # GPU-style workgroups
@@ -14,6 +20,15 @@ class Renderer:
     max_threads: int = 1
     max_vector: int = 1  # widest vector of float32 the target holds in a register
     supports_dtypes: tuple[DType, ...] = dtypes.all
+    vector_dtypes: tuple[DType, ...] = ()
+    vector_alu: dict[Ops, tuple[DType, ...]] = {}
+    mask_itemsize: int = 0
+    mask_alu: frozenset[Ops] = frozenset()
+
+    @property
+    def vector_bytes(self) -> int:
+        """Bytes of the widest vector the lowering makes (0: none)."""
+        return self.max_vector * 4 if self.max_vector > 1 else 0
 
     def render(self, name: str, uops: tuple[UOp, ...]) -> str:
         raise NotImplementedError(f"{type(self).__name__}.render: this target renders no source")

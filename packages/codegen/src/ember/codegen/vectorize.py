@@ -8,7 +8,8 @@ of groups start a vector (the seeds):
 From a seed, `_SLP.vec` builds the vector of a tuple of lanes bottom-up: lanes that are one UOp become a broadcast,
 loads of consecutive addresses a vector load, alike ALU ops and reduces the op on vectors of their sources; anything
 else is built lane by lane (VECTORIZE of the scalars). A seed is only replaced when its vector is more than such a
-build, so a kernel whose lanes are unalike keeps its scalar code.
+build, so a kernel whose lanes are unalike keeps its scalar code. Which dtypes and ops have vectors is the target's
+to say: `Renderer.vector_dtypes`, `vector_alu`, `mask_itemsize` and `mask_alu` (renderer.py).
 
 The vector UOps: a value of dtype `dt.vec(n)`; `VECTORIZE(*lanes)`; `GEP(v, arg=i)` lane i; `GEP(a, b, arg=(i, ...))`
 the lanes i, ... of a and b laid end to end (a shuffle); `LOAD(INDEX(buf, i0))` of a vector dtype reads n elements
@@ -23,16 +24,8 @@ from __future__ import annotations
 
 import functools
 
-from ember.uops import DType, Ops, UOp, dtypes, linear_terms
-
-# ops the C renderer computes on vectors (GCC vector extensions: + * / negation and comparisons are lane-wise; max,
-# select, reciprocal, exp2 of float32 and conversions by helpers or builtins)
-VECTOR_ALU = frozenset({Ops.ADD, Ops.MUL, Ops.FDIV, Ops.NEG, Ops.MAX, Ops.EXP2, Ops.RECIPROCAL, Ops.WHERE, Ops.CAST})
-VECTOR_CMP = frozenset({Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ})
-VECTOR_DTYPES = (dtypes.float32, dtypes.float64, dtypes.int32)
-MASK_LOGIC = frozenset({Ops.AND, Ops.OR, Ops.XOR, Ops.WHERE, Ops.ADD, Ops.MUL})  # (bool + and * are or, and)
-# a vector of bools is a mask as wide as the values compared (GCC: -1 or 0 per lane); only 4-byte masks are made
-MASK_ITEMSIZE = 4
+from ember.codegen.renderer import Renderer
+from ember.uops import DType, GroupOp, Ops, UOp, dtypes, linear_terms
 
 
 @functools.lru_cache(maxsize=1 << 14)  # (each address is keyed once per lane group it is compared in: 5 times)
@@ -109,7 +102,8 @@ def build(lanes: tuple[UOp, ...]) -> UOp:
 
 
 class _SLP:
-    def __init__(self) -> None:
+    def __init__(self, renderer: Renderer) -> None:
+        self.renderer = renderer
         self.memo: dict[tuple[UOp, ...], UOp] = {}
 
     def vec(self, lanes: tuple[UOp, ...]) -> UOp:
@@ -121,12 +115,12 @@ class _SLP:
         v0, n = lanes[0], len(lanes)
         if all(x is v0 for x in lanes) or not _alike(lanes):
             return build(lanes)
-        if v0.dtype == dtypes.bool:  # comparisons of 4-byte values are a mask, logic on masks is bitwise
-            if (v0.op in VECTOR_CMP and v0.src[0].dtype in VECTOR_DTYPES and
-                    v0.src[0].dtype.itemsize == MASK_ITEMSIZE) or v0.op in MASK_LOGIC:
+        r = self.renderer
+        if v0.dtype == dtypes.bool:  # comparisons of mask-wide values are a mask, logic on masks is bitwise
+            if _vector_op(v0, r) or v0.op in r.mask_alu:
                 return UOp(v0.op, v0.dtype.vec(n), tuple(self.vec(col) for col in zip(*(x.src for x in lanes))))
             return build(lanes)
-        if v0.dtype not in VECTOR_DTYPES:
+        if v0.dtype not in r.vector_dtypes:
             return build(lanes)
         vdt = v0.dtype.vec(n)
         if v0.op is Ops.LOAD and v0.src[0].op is Ops.INDEX:
@@ -136,13 +130,14 @@ class _SLP:
             if same_buf_mask and _consecutive([i.src[1] for i in idx]):
                 return UOp(Ops.LOAD, vdt, (idx[0], *v0.src[1:]))  # (a panel load keeps its fill as a source)
             return build(lanes)
-        if (ramp := _int_ramp(lanes)) is not None:
+        if dtypes.int32 in r.vector_alu.get(Ops.ADD, ()) and (ramp := _int_ramp(lanes)) is not None:
             return ramp
-        if v0.op in VECTOR_ALU and _vector_ok(v0):
+        if _vector_op(v0, r):
             return UOp(v0.op, vdt, tuple(self.vec(col) for col in zip(*(x.src for x in lanes))), v0.arg)
         if (hz := self.horizontal(lanes)) is not None:
             return hz
-        if v0.op is Ops.REDUCE and v0.arg in (Ops.ADD, Ops.MAX) and all(x.src[1:] == v0.src[1:] for x in lanes):
+        if v0.op is Ops.REDUCE and v0.arg in (Ops.ADD, Ops.MAX) and v0.dtype in r.vector_alu.get(v0.arg, ()) and \
+                all(x.src[1:] == v0.src[1:] for x in lanes):
             return UOp(Ops.REDUCE, vdt, (self.vec(tuple(x.src[0] for x in lanes)), *v0.src[1:]), v0.arg)
         if v0.op is Ops.NOOP and v0.src:  # the terms of unrolled reduces, lane by lane
             return UOp(Ops.NOOP, vdt, tuple(self.vec(col) for col in zip(*(x.src for x in lanes))))
@@ -154,7 +149,8 @@ class _SLP:
         if any(r is None for r in rows) or len(lanes) & (len(lanes) - 1):
             return None
         w, op = rows[0][0].dtype.count, lanes[0].arg
-        if len(lanes) > w or any(v.dtype != rows[0][0].dtype for r in rows for v in r):
+        if len(lanes) > w or any(v.dtype != rows[0][0].dtype for r in rows for v in r) or \
+                rows[0][0].dtype.scalar() not in self.renderer.vector_alu.get(op, ()):
             return None
         # first the vectors of each row combined lane-wise, then one tree for all rows
         return horizontal_sums([functools.reduce(lambda a, b: a.alu(op, b), r) for r in rows], op)
@@ -174,18 +170,17 @@ def _int_ramp(lanes: tuple[UOp, ...]) -> UOp | None:
     return UOp(Ops.ADD, v0.dtype.vec(len(lanes)), (build((v0,) * len(lanes)), build(offsets)))
 
 
-def _vector_ok(v0: UOp) -> bool:
-    """Whether an ALU op of this dtype has a vector form (exp2: float32; select: 4-byte values and mask; casts:
-    between 4-byte number types; reciprocal: floats)."""
-    if v0.op is Ops.EXP2:
-        return v0.dtype == dtypes.float32
-    if v0.op is Ops.WHERE:
-        return v0.dtype.itemsize == MASK_ITEMSIZE
+def _vector_op(v0: UOp, renderer: Renderer) -> bool:
+    """Whether the target computes this ALU op on vectors of its dtype (casts and comparisons: of their source's).
+    A cast keeps the lane width; a comparison's mask and a select's are as wide as the values."""
+    dts = renderer.vector_alu.get(v0.op, ())
     if v0.op is Ops.CAST:
-        return v0.src[0].dtype in VECTOR_DTYPES and v0.src[0].dtype.itemsize == v0.dtype.itemsize
-    if v0.op in (Ops.RECIPROCAL, Ops.FDIV):
-        return dtypes.is_float(v0.dtype)
-    return True
+        return v0.src[0].dtype in dts and v0.src[0].dtype.itemsize == v0.dtype.itemsize
+    if v0.op in GroupOp.Comparison:
+        return v0.src[0].dtype in dts and v0.src[0].dtype.itemsize == renderer.mask_itemsize
+    if v0.op is Ops.WHERE and v0.dtype.itemsize != renderer.mask_itemsize:
+        return False
+    return v0.dtype in dts
 
 
 def _chunks(n: int, lanes: int) -> list[tuple[int, int]]:
@@ -206,18 +201,19 @@ def _lanes_of(dt: DType, vector_bytes: int) -> int:
     return max(vector_bytes // dt.itemsize, 1)
 
 
-def vectorize(ast: UOp, vector_bytes: int) -> UOp:
-    """The kernel with its partial-sum reduces and consecutive stores vectorized (see the module doc)."""
-    if vector_bytes <= 0:
+def vectorize(ast: UOp, renderer: Renderer) -> UOp:
+    """The kernel with its partial-sum reduces and consecutive stores vectorized for `renderer`'s vector capabilities
+    (see the module doc)."""
+    if (vector_bytes := renderer.vector_bytes) <= 0:
         return ast
-    slp = _SLP()
+    slp = _SLP(renderer)
 
     def worth(v: UOp) -> bool:
         return v.op is not Ops.VECTORIZE
 
     def horizontal(red: UOp) -> UOp | None:
         terms = red.src[0].src
-        if red.arg not in (Ops.ADD, Ops.MAX) or red.dtype not in VECTOR_DTYPES or \
+        if red.arg not in (Ops.ADD, Ops.MAX) or red.dtype not in renderer.vector_alu.get(red.arg, ()) or \
                 not all(t.op is Ops.REDUCE for t in terms):
             return None
         new: list[UOp] = []
@@ -233,7 +229,7 @@ def vectorize(ast: UOp, vector_bytes: int) -> UOp:
         runs: dict[tuple, list[tuple[int, UOp]]] = {}  # (buffer, index terms) -> [(index constant, store)]
         for st in group.src:
             idx = st.src[0]
-            if st.op is not Ops.STORE or idx.op is not Ops.INDEX or st.src[1].dtype not in VECTOR_DTYPES:
+            if st.op is not Ops.STORE or idx.op is not Ops.INDEX or st.src[1].dtype not in renderer.vector_dtypes:
                 return None
             terms, const = _index_key(idx.src[1])
             runs.setdefault((idx.src[0], terms), []).append((const, st))
