@@ -3,6 +3,7 @@
 Run: python tools/demo_rewrite.py  (or `hatch run demo`)
 """
 
+from ember.schedule.indexing import simplify_given_valid  # the scheduler's (a PAD's valid region narrows the ranges)
 from ember.uops import (
     Ops,
     PatternMatcher,
@@ -12,7 +13,6 @@ from ember.uops import (
     graph_rewrite,
     render,
     render_expr,
-    simplify_given_valid,
     verify,
     view_index,
 )

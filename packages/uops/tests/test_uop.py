@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from ember.uops import GroupOp, Ops, UOp, dtypes, render
+from ember.uops import GroupOp, Ops, UOp, dtypes, render, verify
 from ember.uops.ops import UOpMetaClass
 
 
@@ -195,3 +195,14 @@ def test_render_prints_shared_once():
     assert lines[0] == "%0 = DEFINE_VAR dtypes.index arg=('x', 0, 10)"
     assert lines[-1] == "%3 = MUL dtypes.index (%2, %2)"
     assert repr(s * s) == text
+
+
+def test_unique_is_fresh_each_call():
+    # one allocator for every package's buffers: same-looking buffers from two callers stay two nodes
+    ids = [UOp.unique() for _ in range(100)]
+    assert all(u.op is Ops.UNIQUE and u.src == () and type(u.arg) is int for u in ids)
+    assert len({u.arg for u in ids}) == 100
+    dev = UOp(Ops.DEVICE, arg="CPU")
+    a, b = (UOp(Ops.BUFFER, dtypes.float32, (UOp.unique(), dev), 16) for _ in range(2))
+    assert a is not b and a.src[1] is b.src[1]
+    verify(UOp.sink(a.reshape((4, 4)), b.reshape((4, 4))), "tensor")

@@ -12,6 +12,7 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ember.schedule.indexing import index_in_range, onehot_pick, pm_reduce_collapse, simplify_given_valid
 from ember.uops import (
     AxisType,
     GroupOp,
@@ -22,13 +23,9 @@ from ember.uops import (
     dtypes,
     gate_loads,
     graph_rewrite,
-    index_in_range,
     linear_terms,
     movement_index,
-    onehot_pick,
-    pm_reduce_collapse,
     prod,
-    simplify_given_valid,
     symbolic,
 )
 

@@ -3,6 +3,7 @@ math, and per-stage verifiers. Every other Ember package builds on this one."""
 
 __version__ = "0.3.0"
 
+from ember.uops import settings  # noqa: E402
 from ember.uops.dtype import (  # noqa: E402
                               AddrSpace,
                               DType,
@@ -21,25 +22,12 @@ from ember.uops.render import render, render_expr  # noqa: E402
 from ember.uops.rewrite import PatternMatcher, RewriteLoopError, UPat, graph_rewrite  # noqa: E402
 from ember.uops.shape import broadcast_shape, prod, sint  # noqa: E402
 from ember.uops.spec import SpecError, verify  # noqa: E402
-from ember.uops.symbolic import (  # noqa: E402
-    exec_alu,
-    gate_loads,
-    index_in_range,
-    linear_terms,
-    onehot_pick,
-    pm_divmod,
-    pm_reduce_collapse,
-    simplify_given_valid,
-    symbolic,
-    symbolic_simple,
-)
+from ember.uops.symbolic import exec_alu, gate_loads, linear_terms, pm_divmod, symbolic, symbolic_simple  # noqa: E402
 
 __all__ = [
     "AxisType", "AddrSpace", "DType", "PtrDType", "dtypes", "from_numpy_dtype", "least_upper_dtype", "sum_acc_dtype",
     "to_numpy_dtype", "truncate", "gradient", "pm_gradient", "movement_index", "view_index", "GroupOp", "Ops", "UOp",
     "render", "render_expr",
     "PatternMatcher", "RewriteLoopError", "UPat", "graph_rewrite", "broadcast_shape", "prod", "sint", "SpecError",
-    "verify", "exec_alu", "linear_terms", "simplify_given_valid", "symbolic", "symbolic_simple",
-    "pm_reduce_collapse", "onehot_pick", "gate_loads", "pm_divmod",
-    "index_in_range",
+    "verify", "exec_alu", "linear_terms", "symbolic", "symbolic_simple", "gate_loads", "pm_divmod", "settings",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import weakref
 from collections.abc import Callable, Iterable, Iterator
@@ -105,6 +106,7 @@ class UOpMetaClass(type):
 
 
 _NOT_COMPUTED: Any = object()
+_unique_ids = itertools.count()  # UOp.unique()'s: one id space for every package's buffers
 # simplify()'s rewrites of every node seen, by table (symbolic, symbolic_simple): the index expressions of a schedule
 # share most of their terms, and each simplify() call walked them again (nine visits in ten were repeats)
 _simplify_memos: tuple[dict[UOp, UOp], dict[UOp, UOp]] = ({}, {})
@@ -298,6 +300,16 @@ class UOp(metaclass=UOpMetaClass):
             else:
                 raise ValueError(f"evaluate: no value for {u.op.name} (pass it in var_vals)")
         return vals[self]
+
+    # *** builders: buffers ***
+    @staticmethod
+    def unique() -> UOp:
+        """A fresh UNIQUE, never returned before in this process: the identity of a new buffer, so that two buffers of
+        the same dtype, device and size stay two nodes.
+
+            buf = UOp(Ops.BUFFER, dtypes.float32, (UOp.unique(), UOp(Ops.DEVICE, arg="CPU")), 16)
+        """
+        return UOp(Ops.UNIQUE, arg=next(_unique_ids))
 
     # *** builders: values ***
     @staticmethod

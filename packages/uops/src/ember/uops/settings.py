@@ -1,0 +1,130 @@
+"""Settings: every knob Ember reads from the environment, declared once, parsed and validated in one place.
+
+    from ember.uops import settings
+    if settings.DEBUG.value >= 2: ...
+    with settings.Context(BEAM=4, NOOPT=True): ...   # overrides for a block (tests, tools)
+
+A flag reads its variable when asked (a test's `monkeypatch.setenv` applies at once) and parses each distinct raw
+string once; a bad value raises `ValueError` naming the variable, what was given and what is accepted. An empty value
+means the default (`DEBUG=` is `DEBUG=0`). `Context` overrides take precedence over the environment and nest.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+_TRUE, _FALSE = frozenset({"1", "true", "yes", "on"}), frozenset({"0", "false", "no", "off"})
+_overrides: list[dict[str, Any]] = []  # the Context stack, innermost last
+
+
+class Flag(Generic[T]):
+    """One environment variable: its name, default, parser (raw string -> value, ValueError on a bad one), doc."""
+
+    def __init__(self, name: str, default: T | Callable[[], T], parse: Callable[[str], T], doc: str):
+        self.name, self.default, self.parse, self.doc = name, default, parse, doc
+        self._parsed: dict[str, T] = {}
+
+    @property
+    def value(self) -> T:
+        for layer in reversed(_overrides):
+            if self.name in layer:
+                return layer[self.name]  # type: ignore[no-any-return]
+        raw = os.environ.get(self.name, "").strip()
+        if not raw:
+            return self.default() if callable(self.default) else self.default
+        if (v := self._parsed.get(raw)) is None:
+            try:
+                v = self._parsed[raw] = self.parse(raw)
+            except ValueError as e:
+                raise ValueError(f"{self.name}={raw!r}: {e}") from None
+        return v
+
+    def __repr__(self) -> str:
+        return f"<Flag {self.name}={self.value!r}>"
+
+
+def _int(minimum: int) -> Callable[[str], int]:
+    def parse(raw: str) -> int:
+        try:
+            n = int(raw)
+        except ValueError:
+            raise ValueError(f"expected an integer >= {minimum}") from None
+        if n < minimum:
+            raise ValueError(f"expected an integer >= {minimum}")
+        return n
+    return parse
+
+
+def _bool(raw: str) -> bool:
+    if raw.lower() in _TRUE:
+        return True
+    if raw.lower() in _FALSE:
+        return False
+    raise ValueError("expected 1/0, true/false, yes/no or on/off")
+
+
+def _str(raw: str) -> str:
+    return raw
+
+
+DEBUG = Flag("DEBUG", 0, _int(0), "1: schedules, 2: each kernel with its time, 4: kernel sources")
+BEAM = Flag("BEAM", 0, _int(0), "width of the opts search timed on the device (0: the hand-coded heuristic)")
+NOOPT = Flag("NOOPT", False, _bool, "kernels with no opts at all (the plain loops)")
+SPEC = Flag("SPEC", False, _bool, "verify every stage's graph against its spec")
+CACHE = Flag("CACHE", True, _bool, "read and write the on-disk caches (programs, compiles, BEAM winners)")
+CODEGEN_WORKERS = Flag("CODEGEN_WORKERS", lambda: max((os.cpu_count() or 1) - 1, 0), _int(0),
+                       "helper processes that codegen a schedule's kernels (default: cores - 1)")
+DEV = Flag("DEV", "CPU", _str, "the default device (CPU, CPU:1, PYTHON, ...)")
+CC = Flag("CC", "cc", _str, "the C compiler of the CPU device, with arguments")
+EMBER_CACHE_DIR = Flag("EMBER_CACHE_DIR", lambda: str(Path.home() / ".cache" / "ember"), _str,
+                       "the root of Ember's on-disk caches")
+
+FLAGS: dict[str, Flag[Any]] = {f.name: f for f in (DEBUG, BEAM, NOOPT, SPEC, CACHE, CODEGEN_WORKERS, DEV, CC,
+                                                      EMBER_CACHE_DIR)}
+
+
+@contextmanager
+def Context(**values: Any) -> Iterator[None]:  # noqa: N802 - used like a class: `with Context(DEBUG=2):`
+    """Override flags for the duration of a `with` block: `with Context(BEAM=2): ...` (values as the flag holds them,
+    or raw strings; each validated as the environment's would be)."""
+    layer = {}
+    for name, v in values.items():
+        if (flag := FLAGS.get(name)) is None:
+            raise ValueError(f"Context: unknown setting {name!r}; known: {', '.join(sorted(FLAGS))}")
+        try:  # through the string form environ() hands to helper processes: they must read the same value
+            layer[name] = flag.parse(_raw(v))
+        except ValueError as e:
+            raise ValueError(f"Context: {name}={v!r}: {e}") from None
+    _overrides.append(layer)
+    try:
+        yield
+    finally:
+        _overrides.remove(layer)
+
+
+def environ() -> dict[str, str]:
+    """os.environ with the active Context overrides written as strings: what a helper process must see to read the
+    same settings."""
+    env = dict(os.environ)
+    for layer in _overrides:
+        env.update({k: _raw(v) for k, v in layer.items()})
+    return env
+
+
+def _raw(v: Any) -> str:
+    return str(int(v)) if isinstance(v, bool) else str(v)
+
+
+def cache_root() -> Path:
+    """The root folder of every on-disk cache (`EMBER_CACHE_DIR`, default ~/.cache/ember)."""
+    return Path(EMBER_CACHE_DIR.value).expanduser()
+
+
+__all__ = ["Flag", "Context", "environ", "cache_root", "FLAGS", "DEBUG", "BEAM", "NOOPT", "SPEC", "CACHE",
+           "CODEGEN_WORKERS", "DEV", "CC", "EMBER_CACHE_DIR"]
