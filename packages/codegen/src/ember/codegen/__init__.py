@@ -4,9 +4,10 @@ __version__ = "0.5.0"
 
 from ember.codegen.cache import cached_program, load_program  # noqa: E402
 from ember.codegen.cstyle import CRenderer  # noqa: E402
+from ember.codegen.heuristic import hand_coded_opts  # noqa: E402
 from ember.codegen.linearize import linearize  # noqa: E402
 from ember.codegen.lower import lower  # noqa: E402
-from ember.codegen.opt import KernelOptError, apply_opts, hand_coded_opts, kernel_ranges  # noqa: E402
+from ember.codegen.opt import KernelOptError, apply_opts, kernel_ranges  # noqa: E402
 from ember.codegen.pipeline import to_program  # noqa: E402
 from ember.codegen.pool import CodegenPool  # noqa: E402
 from ember.codegen.program import BufferArg, Estimates, Opt, OptOps, ProgramSpec  # noqa: E402

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 
+from ember.codegen.heuristic import hand_coded_opts
 from ember.codegen.linearize import linearize
 from ember.codegen.lower import lower
-from ember.codegen.opt import apply_opts, hand_coded_opts, kernel_ranges, range_size
+from ember.codegen.opt import apply_opts, kernel_ranges, range_size
 from ember.codegen.program import BufferArg, Estimates, Opt, ProgramSpec
 from ember.codegen.renderer import Renderer
 from ember.uops import AxisType, Ops, UOp, graph_rewrite, symbolic, verify

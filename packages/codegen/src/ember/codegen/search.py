@@ -20,7 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ember.codegen.cache import cache_root, kernel_key, write_atomic
-from ember.codegen.opt import KernelOptError, apply_opts, hand_coded_opts, kernel_ranges, range_size
+from ember.codegen.heuristic import hand_coded_opts
+from ember.codegen.opt import KernelOptError, apply_opts, kernel_ranges, range_size
 from ember.codegen.pipeline import to_program
 from ember.codegen.program import Opt, OptOps, ProgramSpec
 from ember.codegen.renderer import Renderer
