@@ -191,26 +191,29 @@ def test_a_realize_of_many_kernels_compiles_in_batches(tmp_path, monkeypatch, wo
     # with CODEGEN_WORKERS=1 a helper process renders some of the kernels
     monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("CODEGEN_WORKERS", workers)
-    monkeypatch.setattr(engine, "_pools", {})
     from ember.runtime.cpu import CPUCompiler
 
     rng = np.random.default_rng(int(workers))
     xs = [rng.standard_normal((5 + i, 33 + int(workers)), dtype=np.float32) for i in range(10)]
     outs = [(Tensor(v) * 1.015625).exp().sum(1) for v in xs]  # ten shapes: ten kernels, new to this process
+    eng = engine.Engine()  # its own kernels and helper pools
     before = CPUCompiler.invocations
-    Tensor.realize(*outs)
-    assert CPUCompiler.invocations - before < 10  # at least one batch of several kernels
-    for o, v in zip(outs, xs):
-        np.testing.assert_allclose(o.numpy(), np.exp(v * 1.015625).sum(1), rtol=1e-5)
-    assert list(engine._pools) == ([1] if workers == "1" else [])
-    for pool in engine._pools.values():
-        pool.close()
+    try:
+        becomes = eng.realize_uops([o.uop for o in outs], frozenset())
+        assert CPUCompiler.invocations - before < 10  # at least one batch of several kernels
+        assert len(eng.kernels) == 10 and list(eng.pools) == ([1] if workers == "1" else [])
+        for o, v in zip(outs, xs):
+            np.testing.assert_allclose(engine.copyout(becomes[o.uop]), np.exp(v * 1.015625).sum(1), rtol=1e-5)
+    finally:
+        eng.close()
+    assert eng.pools == {}
 
 
-def test_codegen_workers_is_checked(monkeypatch):
-    monkeypatch.setenv("CODEGEN_WORKERS", "two")
-    with pytest.raises(ValueError, match="CODEGEN_WORKERS must be an integer"):
-        engine.codegen_workers()
-    monkeypatch.setenv("CODEGEN_WORKERS", "-1")
-    with pytest.raises(ValueError, match="CODEGEN_WORKERS must be >= 0"):
-        engine.codegen_workers()
+@pytest.mark.parametrize("value", ["two", "-1"])
+def test_codegen_workers_is_checked(tmp_path, monkeypatch, value):
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("CODEGEN_WORKERS", value)
+    # enough kernels new to the engine for helpers to be worth it: the engine reads their number
+    outs = [(Tensor(np.ones((3 + i, 7), np.float32)) * 1.03125).sum(1) for i in range(engine.POOL_MIN_KERNELS)]
+    with pytest.raises(ValueError, match=rf"CODEGEN_WORKERS='{value}': expected an integer >= 0"):
+        engine.Engine().realize_uops([o.uop for o in outs], frozenset())

@@ -9,6 +9,7 @@ import pytest
 from ember.runtime import Compiler
 from ember.runtime import compiler as compiler_module
 from ember.runtime.cpu import CPUCompiler
+from ember.uops import settings
 
 C_SRC = "int answer(void) { return 42; }\n"
 
@@ -54,6 +55,18 @@ def test_cache_0_skips_reading(monkeypatch):
     comp.compile_cached("abc")
     monkeypatch.setenv("CACHE", "0")
     assert comp.compile_cached("abc") == b"cba" and comp.runs == 2
+    monkeypatch.setenv("CACHE", "")  # empty: the default (read)
+    assert comp.compile_cached("abc") == b"cba" and comp.runs == 2
+    with settings.Context(CACHE=False):  # the settings' Context overrides the environment
+        assert comp.compile_cached("abc") == b"cba" and comp.runs == 3
+    monkeypatch.setenv("CACHE", "maybe")
+    with pytest.raises(ValueError, match="CACHE='maybe': expected 1/0"):
+        comp.compile_cached("abc")
+
+
+def test_cache_dir_from_a_context(tmp_path):
+    with settings.Context(EMBER_CACHE_DIR=str(tmp_path / "elsewhere")):
+        assert EchoCompiler().cache_path("x").parent == tmp_path / "elsewhere" / "compile"
 
 
 def test_no_cachekey_means_no_cache(cache_dir):

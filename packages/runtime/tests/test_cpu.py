@@ -109,6 +109,8 @@ def test_missing_function_and_missing_compiler(monkeypatch):
 
 
 def test_cc_from_the_environment_with_arguments(monkeypatch):
+    monkeypatch.setenv("CC", "")  # empty: the default
+    assert CPUCompiler().cc == ("cc",)
     monkeypatch.setenv("CC", "cc -DANSWER=41")
     comp = CPUCompiler()
     assert comp.cc == ("cc", "-DANSWER=41") and "-DANSWER=41" in comp.cachekey

@@ -7,6 +7,7 @@ from ember.codegen import CRenderer, Renderer
 from ember.runtime import Allocator, CompiledDevice, Compiler, Device, DeviceRegistry
 from ember.runtime.cpu import CPUDevice
 from ember.runtime.python import PythonDevice, PythonRenderer
+from ember.uops import settings
 
 
 def test_this_package_registers_cpu_and_python_through_entry_points():
@@ -57,6 +58,10 @@ def test_default_device_from_dev(monkeypatch):
     monkeypatch.setenv("DEV", "NOPE")
     with pytest.raises(ValueError, match=r"DEV='NOPE' is not a registered device; registered devices: \[.*'CPU'"):
         Device.DEFAULT  # noqa: B018
+    monkeypatch.setenv("DEV", "")  # empty: the default
+    assert Device.DEFAULT == "CPU"
+    with settings.Context(DEV="python"):
+        assert Device.DEFAULT == "PYTHON"
 
 
 def test_unknown_device_lists_the_registered_ones():

@@ -70,12 +70,9 @@ from ember.tensor.tensor import share_storage  # noqa: E402
 
 def launches(fn):
     """Kernels (not copies) launched while fn runs."""
-    engine.capturing = []
-    try:
+    with engine.capture() as cap:
         fn()
-        return sum(k is not None for k, _, _ in engine.capturing)
-    finally:
-        engine.capturing = None
+    return cap.kernel_count
 
 
 def make_params(n, rng):

@@ -18,6 +18,8 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
+from ember.uops import settings
+
 _MAGIC, _REF_MAGIC = b"EMBC", b"EMBR"
 _HEADER = len(_MAGIC) + 32 + 8
 
@@ -28,11 +30,11 @@ class CompileError(RuntimeError):
 
 def cache_dir() -> Path:
     """The folder of compiled-program cache entries (`$EMBER_CACHE_DIR/compile`, default ~/.cache/ember/compile)."""
-    return Path(os.environ.get("EMBER_CACHE_DIR") or Path.home() / ".cache" / "ember").expanduser() / "compile"
+    return settings.cache_root() / "compile"
 
 
 def _cache_reads_enabled() -> bool:
-    return os.environ.get("CACHE", "1") != "0"
+    return settings.CACHE.value
 
 
 class Compiler:

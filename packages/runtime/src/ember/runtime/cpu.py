@@ -29,6 +29,7 @@ from ember.runtime.allocator import LRUAllocator
 from ember.runtime.compiler import CompileError, Compiler
 from ember.runtime.device import CompiledDevice
 from ember.runtime.program import Program
+from ember.uops import settings
 
 ALIGNMENT = 64  # a cache line, and the widest vector load (AVX-512)
 
@@ -153,7 +154,7 @@ class CPUCompiler(Compiler):
     invocations: ClassVar[int] = 0  # times the C compiler really ran in this process (cache hits do not count)
 
     def __init__(self) -> None:
-        self.cc = tuple(shlex.split(os.environ.get("CC") or "cc"))
+        self.cc = tuple(shlex.split(settings.CC.value))
         super().__init__(f"cpu {_host_cpu()} {' '.join(self.cc)} {_compiler_version(self.cc)}")
 
     def compile_batch(self, srcs: Sequence[str]) -> bytes:

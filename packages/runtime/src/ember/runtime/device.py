@@ -11,12 +11,12 @@ and `Device["AMD"]`, `Device["AMD:1"]` then build `AMDDevice("AMD")`, `AMDDevice
 from __future__ import annotations
 
 import importlib.metadata
-import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ember.runtime.allocator import Allocator
 from ember.runtime.compiler import Compiler
+from ember.uops import settings
 
 if TYPE_CHECKING:
     from ember.codegen import Renderer
@@ -96,10 +96,10 @@ class DeviceRegistry:
     @property
     def DEFAULT(self) -> str:  # upper case: tinygrad's spelling
         """The default device: `$DEV` (canonicalized, must be registered), else "CPU"."""
-        name = self.canonicalize(os.environ.get("DEV") or "CPU")
+        name = self.canonicalize(settings.DEV.value)
         # a device already built is known to be registered: no entry-point scan (it reads every installed package)
         if name not in self._instances and base_name(name) not in self._entry_points():
-            raise ValueError(f"Device.DEFAULT: DEV={os.environ.get('DEV')!r} is not a registered device; "
+            raise ValueError(f"Device.DEFAULT: DEV={settings.DEV.value!r} is not a registered device; "
                              f"registered devices: {self.registered()}")
         return name
 

@@ -32,7 +32,7 @@ def _buffer(t: Tensor) -> Any:
 class JitFunction(Generic[R]):
     def __init__(self, fn: Callable[..., R]):
         self.fn, self.calls = fn, 0
-        self.captured: list[tuple[Any, Any, list[Any]]] = []
+        self.captured: list[engine.Launch] = []
         self.signature: list[tuple[Any, ...]] = []
         self.input_slots: list[list[tuple[int, int]]] = []  # per input: (launch, buffer position)
         self.result: Any = None
@@ -46,13 +46,10 @@ class JitFunction(Generic[R]):
         self.calls += 1
         if self.calls == 1:
             return self.fn(*args, **kwargs)
-        engine.capturing = []
-        try:
+        with engine.capture() as cap:
             self.result = self.fn(*args, **kwargs)
             Tensor.realize_all(*_outputs(self.result))
-            self.captured = engine.capturing
-        finally:
-            engine.capturing = None
+        self.captured = cap.launches
         self.signature = [(t.shape, t.dtype, t.device) for t in inputs]
         bufs = [_buffer(t) for t in inputs]
         self.input_slots = [[(i, j) for i, (_, _, launch_bufs) in enumerate(self.captured)
