@@ -12,16 +12,46 @@ from __future__ import annotations
 import itertools
 
 from ember.codegen.expand import pm_expand
-from ember.codegen.linearize import open_range_sets
 from ember.codegen.opt import range_order, reduce_identity
 from ember.codegen.renderer import Renderer
 from ember.codegen.vectorize import vectorize
 from ember.uops import DType, GroupOp, Ops, PatternMatcher, UOp, UPat, dtypes, graph_rewrite, pm_divmod, symbolic_simple
 
 
-def lower_reduces(reduces: list[UOp], ids: itertools.count, open_ranges: dict[UOp, frozenset[UOp]]) -> dict[UOp, UOp]:
-    """Accumulators for REDUCEs over the same ranges, updated in one shared loop: {reduce: its result}.
-    `open_ranges`: the RANGEs each node depends on that are not closed below it (`open_range_sets`)."""
+class ReduceContext:
+    """What lowering a REDUCE needs from the whole kernel, found in one walk before the rewrite: the reduces that share
+    its loop (over the same ranges, at the same depth of reduce nesting), each one's accumulator id (innermost reduces
+    first, then in the order they are met), and the ranges open around its value once the reduces inside it are
+    lowered (those of its loop's other values too: they share the loop)."""
+
+    def __init__(self, sink: UOp):
+        nodes = sink.toposort()
+        depth: dict[UOp, int] = {}  # reduces nested in a node, deepest chain
+        for u in nodes:
+            d = max((depth[s] for s in u.src), default=0)
+            depth[u] = d + 1 if u.op is Ops.REDUCE else d
+        groups: dict[tuple[int, tuple[UOp, ...]], list[UOp]] = {}
+        for red in sorted((u for u in nodes if u.op is Ops.REDUCE and len(u.src) > 1), key=lambda u: depth[u]):
+            groups.setdefault((depth[red], tuple(sorted(red.src[1:], key=range_order))), []).append(red)
+        self.group = {red: tuple(g) for g in groups.values() for red in g}
+        ids = itertools.count()
+        self.acc_id = {red: next(ids) for g in groups.values() for red in g}
+        # the open ranges of a lowered reduce are its loop's: every node after the values of the loops below it
+        open_ranges: dict[UOp, frozenset[UOp]] = {}
+        for u in sorted(nodes, key=lambda u: depth[u]):
+            if u.op is Ops.REDUCE:
+                values = [open_ranges[r.src[0]] for r in self.group.get(u, (u,))]
+                open_ranges[u] = frozenset().union(*values) - set(u.src[1:])
+                continue
+            s = frozenset().union(*(open_ranges[x] for x in u.src))
+            open_ranges[u] = s | {u} if u.op is Ops.RANGE else s - set(u.src[1:]) if u.op is Ops.END else s
+        self.outer = {red: tuple(sorted(open_ranges[red.src[0]] - set(red.src[1:]), key=range_order))
+                      for red in self.group}
+        self.lowered: dict[UOp, UOp] = {}
+
+
+def lower_reduces(ctx: ReduceContext, reduces: tuple[UOp, ...]) -> dict[UOp, UOp]:
+    """Accumulators for REDUCEs over the same ranges, updated in one shared loop: {reduce: its result}."""
     rngs = tuple(sorted(reduces[0].src[1:], key=range_order))
     updates, accs = [], []
     for red in reduces:
@@ -29,15 +59,24 @@ def lower_reduces(reduces: list[UOp], ids: itertools.count, open_ranges: dict[UO
         # a vector accumulator (vectorize) starts with the identity in every lane
         init_val = UOp.const(acc_dt.scalar(), reduce_identity(red.arg, acc_dt.scalar())).arg
         identity = UOp(Ops.CONST, acc_dt, (), init_val)
-        acc = UOp(Ops.DEFINE_REG, acc_dt, (identity,), next(ids))
-        outer = tuple(sorted(open_ranges[red.src[0]] - set(rngs), key=range_order))
-        init = UOp(Ops.STORE, dtypes.void, (acc, identity, *outer))
+        acc = UOp(Ops.DEFINE_REG, acc_dt, (identity,), ctx.acc_id[red])
+        init = UOp(Ops.STORE, dtypes.void, (acc, identity, *ctx.outer[red]))
         new = fold_terms(red, UOp(Ops.LOAD, acc_dt, (acc, init, *rngs)), acc_dt)
         updates.append(UOp(Ops.STORE, dtypes.void, (acc, new, *rngs)))
         accs.append(acc)
     body = updates[0] if len(updates) == 1 else UOp(Ops.NOOP, dtypes.void, tuple(updates))
     end = UOp(Ops.END, dtypes.void, (body, *rngs))
     return {red: UOp(Ops.LOAD, acc.dtype, (acc, end)).cast(red.dtype) for red, acc in zip(reduces, accs)}
+
+
+def reduce_loop(ctx: ReduceContext, red: UOp) -> UOp:
+    if red not in ctx.lowered:  # (its loop's other reduces get theirs now: one loop, built once)
+        ctx.lowered.update(lower_reduces(ctx, ctx.group[red]))
+    return ctx.lowered[red]
+
+
+def fold_unrolled(red: UOp) -> UOp:
+    return fold_terms(red, None, accumulator_dtype(red)).cast(red.dtype)
 
 
 def accumulator_dtype(red: UOp) -> DType:
@@ -85,31 +124,19 @@ pm_sort_ends = PatternMatcher([
 pm_lower_expand = pm_sort_ends + pm_expand + symbolic_simple + pm_divmod
 
 
+# top-down (bottom_up=True): a reduce is lowered as the kernel first had it, the graph ReduceContext walked; the reduces
+# inside its loop's values are lowered after it
+pm_lower_reduce = PatternMatcher([
+    (UPat(Ops.REDUCE, src=(UPat(),), name="red"), fold_unrolled),  # every range unrolled: the terms folded, no loop
+    (UPat(Ops.REDUCE, name="red"), reduce_loop),
+])
+
+
 def lower(ast: UOp, renderer: Renderer | None = None) -> UOp:
-    """The kernel with UPCAST/UNROLL ranges expanded (and vectorized as `renderer` allows), every REDUCE
-    turned into accumulator loads and stores, and bfloat16 math done in float32.
-    Innermost reduces go first; reduces over the same ranges (the copies an upcast made) share one loop."""
+    """The kernel with UPCAST/UNROLL ranges expanded (and vectorized as `renderer` allows), every REDUCE turned into
+    accumulator loads and stores, and bfloat16 math done in float32.
+    Reduces over the same ranges at the same depth (the copies an upcast made) share one loop."""
     ast = graph_rewrite(ast, pm_lower_expand, name="expand")
-    ast = vectorize(ast, renderer if renderer is not None else Renderer())
-    ids = itertools.count()
-    # one walk of the kernel per level of nesting (not one per reduce: an upcast tile holds dozens of them)
-    while True:
-        nodes = ast.toposort()
-        if not (reduces := [u for u in nodes if u.op is Ops.REDUCE]):
-            break
-        holds_reduce: dict[UOp, bool] = {}
-        for u in nodes:
-            holds_reduce[u] = u.op is Ops.REDUCE or any(holds_reduce[s] for s in u.src)
-        open_ranges = open_range_sets(nodes)
-        inner = [r for r in reduces if not holds_reduce[r.src[0]]]
-        groups: dict[tuple[UOp, ...], list[UOp]] = {}
-        mapping: dict[UOp, UOp] = {}
-        for r in inner:
-            if len(r.src) == 1:  # every range unrolled: the terms folded, no loop
-                mapping[r] = fold_terms(r, None, accumulator_dtype(r)).cast(r.dtype)
-            else:
-                groups.setdefault(tuple(sorted(r.src[1:], key=range_order)), []).append(r)
-        for group in groups.values():
-            mapping.update(lower_reduces(group, ids, open_ranges))
-        ast = ast.substitute(mapping)
+    ast = vectorize(ast, renderer if renderer is not None else Renderer())  # (imperative SLP: see vectorize.py)
+    ast = graph_rewrite(ast, pm_lower_reduce, ctx=ReduceContext(ast), bottom_up=True, name="lower reduces")
     return graph_rewrite(ast, pm_decompose, name="decompose")
