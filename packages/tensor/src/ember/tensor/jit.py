@@ -3,10 +3,10 @@
     @jit
     def step(x, y): return (x @ w + y).relu().realize()
 
-The first call runs normally; the second runs normally while recording every kernel launch; from the third on the
-recorded kernels are replayed with the new inputs' buffers: no scheduling, no codegen, no compilation. The outputs
-are the tensors the captured call returned, overwritten in place by each replay. A call whose tensor inputs differ in
-shape, dtype or device from the captured ones raises ValueError.
+The first call runs normally; the second runs normally while recording every kernel launch (`engine.capture()`);
+from the third on the recorded kernels are replayed with the new inputs' buffers: no scheduling, no codegen, no
+compilation. The outputs are the tensors the captured call returned, overwritten in place by each replay. A call whose
+tensor inputs differ in shape, dtype or device from the captured ones raises ValueError.
 """
 
 from __future__ import annotations
