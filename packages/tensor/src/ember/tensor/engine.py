@@ -1,4 +1,8 @@
-"""The realize engine: schedule a set of tensors, compile each kernel once, run the schedule on the devices."""
+"""The realize engine: schedule a set of tensors, compile each kernel once, run the schedule on the devices.
+
+One `Engine` owns the realization state (compiled kernels, codegen helper pools, the capture a jit has open); the
+process's is `ENGINE`, which the module functions `realize_uops`, `run_schedule`, `get_kernel` and `capture` use.
+"""
 
 from __future__ import annotations
 
