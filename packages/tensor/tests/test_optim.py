@@ -65,7 +65,7 @@ def test_lamb_matches_reference():
 # *** fused steps: flat storage, constant kernel counts, device-side lr, jit ***
 from ember.tensor import engine  # noqa: E402
 from ember.tensor.jit import jit  # noqa: E402
-from ember.tensor.tensor import share_storage  # noqa: E402
+from ember.tensor.realize import share_storage  # noqa: E402
 
 
 def launches(fn):

@@ -3,11 +3,17 @@ planning)."""
 
 __version__ = "0.2.1"
 
-import heapq  # noqa: E402
-import itertools  # noqa: E402
-import os  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
 
+from ember.schedule.assign import (  # noqa: E402
+    BUFFERS,
+    assign_target,
+    buffers_read,
+    buffers_read_before_writes,
+    fix_assign_hazards,
+    order_assigns,
+    overlaps,
+)
 from ember.schedule.kernel_split import ExecItem, copy_item, split_kernel  # noqa: E402
 from ember.schedule.memory import memory_plan  # noqa: E402
 from ember.schedule.rangeify import (  # noqa: E402
@@ -19,9 +25,7 @@ from ember.schedule.rangeify import (  # noqa: E402
     realize_map,
     strip_detach,
 )
-from ember.uops import GroupOp, Ops, UOp, graph_rewrite, prod, verify  # noqa: E402
-
-_unique = itertools.count(1 << 40)  # UNIQUE ids of scheduler-made buffers (the tensor layer counts from 0)
+from ember.uops import Ops, UOp, graph_rewrite, prod, settings, verify  # noqa: E402
 
 
 @dataclass
@@ -30,60 +34,6 @@ class Schedule:
 
     items: list[ExecItem] = field(default_factory=list)
     becomes: dict[UOp, UOp] = field(default_factory=dict)
-
-
-def assign_target(a: UOp) -> UOp:
-    """The BUFFER an ASSIGN writes (its target may be a view of it)."""
-    t = a.src[0]
-    while t.op in GroupOp.Movement:
-        t = t.src[0]
-    if t.op is not Ops.BUFFER:
-        raise ValueError(f"assign: the target must be a realized buffer (or a view of one), got {t.op}")
-    return t
-
-
-def order_assigns(order: list[UOp], buffers: dict[UOp, UOp]) -> list[UOp]:
-    """Realized nodes in an order that respects assigns: a kernel that reads a buffer's old value runs before the
-    assign that overwrites it (write-after-read); one that reads the assigned value runs after it."""
-    deps: dict[UOp, set[UOp]] = {}
-    reads: dict[UOp, set[UOp]] = {}
-    for u in order:
-        graph = u.toposort(gate=lambda x, u=u: x is u or x not in buffers)  # stop at other realized nodes
-        deps[u] = {x for x in graph if x in buffers and x is not u}
-        reads[u] = {x for x in graph if x.op is Ops.BUFFER}
-    for a in (u for u in order if u.op is Ops.ASSIGN):
-        for r in order:
-            if r is not a and buffers[a] in reads[r] and a not in deps[r] and r not in deps[a] and \
-                    a not in _closure(deps, r):
-                deps[a].add(r)
-    # Kahn's algorithm, the ready node first in the given order each time
-    position = {u: i for i, u in enumerate(order)}
-    waiting = {u: len(deps[u]) for u in order}
-    users: dict[UOp, list[UOp]] = {u: [] for u in order}
-    for u in order:
-        for d in deps[u]:
-            users[d].append(u)
-    ready = [position[u] for u in order if not waiting[u]]
-    heapq.heapify(ready)
-    ret = []
-    while ready:
-        ret.append(u := order[heapq.heappop(ready)])
-        for v in users[u]:
-            waiting[v] -= 1
-            if waiting[v] == 0:
-                heapq.heappush(ready, position[v])
-    if len(ret) != len(order):
-        raise RuntimeError("schedule: the assigns form a cycle (a value is read both before and after it is assigned)")
-    return ret
-
-
-def _closure(deps: dict[UOp, set[UOp]], u: UOp) -> set[UOp]:
-    seen, stack = set(), list(deps[u])
-    while stack:
-        if (x := stack.pop()) not in seen:
-            seen.add(x)
-            stack.extend(deps[x])
-    return seen
 
 
 # kernels by template: a realized node's graph with what it reads replaced by numbered placeholder BUFFERs. The
@@ -106,20 +56,21 @@ def _kernel_item(u: UOp, buffers: dict[UOp, UOp]) -> ExecItem:
             continue
         seen.add(x)
         stack.append((x, True))
-        if x.op is Ops.BUFFER or (x is not u and x in buffers and x.op is not Ops.ASSIGN):
+        if x.op in BUFFERS or (x is not u and x in buffers and x.op is not Ops.ASSIGN):
             continue
         kids = (x.src[0],) if x is not u and x.op is Ops.ASSIGN and x in buffers else x.src
         stack.extend((s, False) for s in reversed(kids) if s not in seen)
     new: dict[UOp, UOp] = {}
     real: dict[UOp, UOp] = {}
 
-    def placeholder(buf: UOp) -> UOp:
-        p = UOp(Ops.BUFFER, buf.dtype, (UOp(Ops.UNIQUE, arg=-1 - len(real)), buf.src[1]), buf.arg)
+    def placeholder(buf: UOp) -> UOp:  # (a BUFFER_VIEW is a buffer to the kernel, a PARAM like any other)
+        p = UOp(Ops.BUFFER, buf.dtype, (UOp(Ops.UNIQUE, arg=-1 - len(real)), UOp(Ops.DEVICE, arg=buf.device)),
+                buf.shape[0])
         real[p] = buf
         return p
 
     for x in order:
-        if x.op is Ops.BUFFER:
+        if x.op in BUFFERS:
             new[x] = placeholder(x)
         elif x is not u and x in buffers:
             new[x] = new[x.src[0]] if x.op is Ops.ASSIGN else placeholder(buffers[x]).reshape(x.shape)
@@ -139,15 +90,16 @@ def schedule(sink: UOp, hold: frozenset[UOp] = frozenset()) -> Schedule:
     their buffers; other intermediates may share storage."""
     if sink.op is not Ops.SINK:
         raise ValueError(f"schedule: expected a SINK of tensors, got {sink.op}")
-    if os.environ.get("SPEC"):
+    if settings.SPEC.value:
         verify(sink, "tensor")
     given = sink
+    sink, fixed = fix_assign_hazards(sink)
     sink = graph_rewrite(sink, pm_split_reduces, name="split reduces")
     realized = realize_map(sink)
-    order = [u for u in sink.toposort(gate=lambda u: u.op is not Ops.BUFFER) if u in realized]
+    order = [u for u in sink.toposort(gate=lambda u: u.op not in BUFFERS) if u in realized]
     buffers: dict[UOp, UOp] = {}
     for u in order:
-        buffers[u] = assign_target(u) if u.op is Ops.ASSIGN else new_buffer(u, next(_unique))
+        buffers[u] = assign_target(u) if u.op is Ops.ASSIGN else new_buffer(u, UOp.unique().arg)
     if any(u.op is Ops.ASSIGN for u in order):
         order = order_assigns(order, buffers)
     items: list[ExecItem] = []
@@ -169,8 +121,12 @@ def schedule(sink: UOp, hold: frozenset[UOp] = frozenset()) -> Schedule:
     for orig, new in zip(given.src, sink.src):  # outputs a rewrite (split reduces) replaced: keyed as given
         if orig is not new:
             becomes[orig] = becomes[new]
+    for orig, new in fixed.items():  # assigns that copy a hazardous read first: live tensors hold the original
+        if new in becomes:
+            becomes[orig] = becomes[new]
     keep = {buffer_of(v) for v in becomes.values()} | {b for it in items for b in it.bufs if b not in buffers.values()}
     return Schedule(memory_plan(items, keep), becomes)
 
 
-__all__ = ["ExecItem", "Schedule", "schedule", "realize_map", "memory_plan"]
+__all__ = ["ExecItem", "Schedule", "schedule", "realize_map", "memory_plan", "assign_target", "buffers_read",
+           "buffers_read_before_writes", "overlaps"]

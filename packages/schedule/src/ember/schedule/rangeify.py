@@ -31,10 +31,10 @@ from ember.uops import (
 
 
 def is_buffer_view(u: UOp) -> bool:
-    """A RESHAPE chain over a whole BUFFER: already realized in the row-major layout of its shape."""
+    """A RESHAPE chain over a whole BUFFER (or BUFFER_VIEW): already realized in the row-major layout of its shape."""
     while u.op is Ops.RESHAPE:
         u = u.src[0]
-    return u.op is Ops.BUFFER
+    return u.op in (Ops.BUFFER, Ops.BUFFER_VIEW)
 
 
 def buffer_of(u: UOp) -> UOp:
@@ -90,7 +90,7 @@ def realize_map(sink: UOp) -> set[UOp]:
     would be recomputed per element; a node with several users whose fused graph holds a reduce; and costly work
     broadcast into a reduce. Cheap elementwise work is recomputed, not stored.
     """
-    nodes = sink.toposort(gate=lambda u: u.op is not Ops.BUFFER)
+    nodes = sink.toposort(gate=lambda u: u.op not in (Ops.BUFFER, Ops.BUFFER_VIEW))
     users: dict[UOp, list[UOp]] = {u: [] for u in nodes}
     for u in nodes:
         for s in u.src:
@@ -119,7 +119,7 @@ def realize_map(sink: UOp) -> set[UOp]:
     # 1. reduces that would be recomputed: read by several nodes, or broadcast on the way to their reader
     broadcast: dict[UOp, bool] = {}  # some path from u to the kernel that reads it has an EXPAND
     for u in reversed(nodes):
-        if u.op in (Ops.SINK, Ops.BUFFER, Ops.DEVICE, Ops.UNIQUE):
+        if u.op in (Ops.SINK, Ops.BUFFER, Ops.BUFFER_VIEW, Ops.DEVICE, Ops.UNIQUE):
             continue
         broadcast[u] = any(c not in realized and (broadcast.get(c, False) or c.op is Ops.EXPAND) for c in users[u])
         if u.op is Ops.REDUCE_AXIS and (broadcast[u] or len(users[u]) > 1):
@@ -163,9 +163,9 @@ _TRANSCENDENTAL = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROC
 def _elements_read(u: UOp, realized: set[UOp]) -> int:
     """How many elements the fused graph of u reads from buffers and realized nodes (storing u is no bigger than
     its inputs unless it is itself a broadcast, like a one-hot made of indices and an arange)."""
-    inside = u.toposort(gate=lambda x: x is u or (x not in realized and x.op is not Ops.BUFFER))
-    edge = {s for x in inside for s in x.src if s.op is Ops.BUFFER or (s in realized and s is not u)}
-    return sum(s.arg if s.op is Ops.BUFFER else prod(s.shape) for s in edge)
+    inside = u.toposort(gate=lambda x: x is u or (x not in realized and x.op not in (Ops.BUFFER, Ops.BUFFER_VIEW)))
+    edge = {s for x in inside for s in x.src if s.op in (Ops.BUFFER, Ops.BUFFER_VIEW) or (s in realized and s is not u)}
+    return sum(prod(s.shape) for s in edge)
 
 
 def _costly(u: UOp, realized: set[UOp], any_alu: bool = False) -> bool:
@@ -174,7 +174,7 @@ def _costly(u: UOp, realized: set[UOp], any_alu: bool = False) -> bool:
     if u.op not in GroupOp.Elementwise:
         return False
     alu = 0
-    for x in u.toposort(gate=lambda x: x is u or (x not in realized and x.op is not Ops.BUFFER)):
+    for x in u.toposort(gate=lambda x: x is u or (x not in realized and x.op not in (Ops.BUFFER, Ops.BUFFER_VIEW))):
         if x is not u and x in realized:
             continue
         if x.op in _TRANSCENDENTAL:
@@ -208,11 +208,11 @@ def flat_index(idxs: tuple[UOp, ...], shape: tuple) -> UOp:
 
 
 def load_buffer(ctx: IndexCtx, i: UOp, x: UOp) -> UOp | None:
-    if x is ctx.root or (x.op is not Ops.BUFFER and x not in ctx.buffers):
+    if x is ctx.root or (x.op not in (Ops.BUFFER, Ops.BUFFER_VIEW) and x not in ctx.buffers):
         return None
     if x.op is Ops.ASSIGN:  # read the assigned value back through the target view
         return view(x.src[0], i.src[1], i.src[2:])
-    buf = x if x.op is Ops.BUFFER else ctx.buffers[x]
+    buf = x if x.op in (Ops.BUFFER, Ops.BUFFER_VIEW) else ctx.buffers[x]
     gate, idxs = i.src[1].simplify(), i.src[2:]
     if gate.op is Ops.CONST and gate.arg is False:
         return UOp.const(x.dtype, 0)
@@ -270,7 +270,7 @@ def store_index(target: UOp, idxs: tuple[UOp, ...]) -> tuple[UOp, UOp]:
     from ember.uops import view_index
 
     base, base_idxs, valid = view_index(target, idxs)
-    if base.op is not Ops.BUFFER or valid is not None:
+    if base.op not in (Ops.BUFFER, Ops.BUFFER_VIEW) or valid is not None:
         raise NotImplementedError(f"assign: the target must be a (non-padded) view of a buffer, got {base.op}")
     return base, base_idxs[0].simplify()
 

@@ -28,9 +28,15 @@ buffers: weakref.WeakKeyDictionary[UOp, Buffer] = weakref.WeakKeyDictionary()
 
 
 def buffer_for(u: UOp) -> Buffer:
-    """The runtime Buffer of a BUFFER UOp, allocated on first use."""
+    """The runtime Buffer of a BUFFER UOp (allocated on first use), or of a BUFFER_VIEW (its root's memory from the
+    view's offset on)."""
     if (b := buffers.get(u)) is None:
-        b = buffers[u] = Buffer(u.src[1].arg, u.arg, u.dtype)
+        if u.op is Ops.BUFFER_VIEW:
+            size, offset = u.arg
+            b = buffers[u] = Buffer(u.device, size, u.dtype, base=buffer_for(u.src[0]),  # type: ignore[arg-type]
+                                    offset=offset * u.dtype.itemsize)
+        else:
+            b = buffers[u] = Buffer(u.src[1].arg, u.arg, u.dtype)
     if not b.is_allocated:
         b.allocate()
     return b
@@ -126,7 +132,7 @@ class Engine:
         (`CODEGEN_WORKERS`; not with BEAM, which times candidates on this process's device), each source handed to the
         compile queue as soon as it is rendered: the compiles overlap the codegen of the next kernels and release the
         GIL; identical sources compile once."""
-        pending = [(item.ast, item.bufs[0].src[1].arg) for item in sched.items if item.ast.op is not Ops.COPY]
+        pending = [(item.ast, item.bufs[0].device) for item in sched.items if item.ast.op is not Ops.COPY]
         pending = [key for key in dict.fromkeys(pending) if key not in self.kernels]
         if len(pending) < 2:
             return
@@ -182,10 +188,10 @@ class Engine:
                     capture.add(None, item, [buffer_for(b) for b in item.bufs])
                 run_copy(item)
                 if verbose:
-                    src_dev, dst_dev = item.bufs[1].src[1].arg, item.bufs[0].src[1].arg
+                    src_dev, dst_dev = item.bufs[1].device, item.bufs[0].device
                     print(f"*** {i:4d} copy {item.ast.arg:10d} bytes  {src_dev} -> {dst_dev}")
                 continue
-            device = item.bufs[0].src[1].arg
+            device = item.bufs[0].device
             kernel = self.get_kernel(item.ast, device)
             bufs = [buffer_for(b) for b in item.bufs]
             if capture is not None:
@@ -250,44 +256,19 @@ def capture() -> AbstractContextManager[Capture]:
     return ENGINE.capture()
 
 
-# shared storage: a BUFFER made as a view of another one's memory -> (that root BUFFER); root -> its views
-_view_root: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
-_views: weakref.WeakKeyDictionary[UOp, weakref.WeakSet[UOp]] = weakref.WeakKeyDictionary()
-
-
-def register_view(view: UOp, root: UOp, offset: int) -> None:
-    """Make the BUFFER `view` use root's memory from element `offset` on (the scheduler sees two buffers; the tensor
-    layer orders their reads and writes, see `aliases`)."""
-    assert view.op is Ops.BUFFER and root.op is Ops.BUFFER and root not in _view_root, "register_view: bad buffers"
-    assert view not in buffers, "register_view: the view already has memory"
-    base = buffer_for(root)
-    buffers[view] = Buffer(base.device, view.arg, view.dtype, base=base, offset=offset * view.dtype.itemsize)
-    _view_root[view] = root
-    _views.setdefault(root, weakref.WeakSet()).add(view)
-
-
-def has_views() -> bool:
-    return len(_view_root) > 0
-
-
-def aliases(buf: UOp) -> set[UOp]:
-    """The other BUFFERs that share memory with `buf` (its root and the root's views)."""
-    root = _view_root.get(buf, buf)
-    return {root, *_views.get(root, ())} - {buf}
-
-
 def buffer_base(view: UOp) -> UOp | None:
-    """The BUFFER under a chain of RESHAPEs (how a realized tensor looks: row-major over a whole buffer), else None."""
+    """The BUFFER (or BUFFER_VIEW) under a chain of RESHAPEs (how a realized tensor looks: row-major over a whole
+    buffer), else None."""
     while view.op is Ops.RESHAPE:
         view = view.src[0]
-    return view if view.op is Ops.BUFFER else None
+    return view if view.op in (Ops.BUFFER, Ops.BUFFER_VIEW) else None
 
 
 def copyout_bytes(view: UOp) -> bytearray:
     """The raw bytes of a realized tensor (any dtype)."""
     base = buffer_base(view)
     assert base is not None, f"copyout: {view.op} is not realized"
-    out = bytearray(base.arg * base.dtype.itemsize)
+    out = bytearray(base.shape[0] * base.dtype.itemsize)
     if out:
         buffer_for(base).copyout(memoryview(out))
     return out

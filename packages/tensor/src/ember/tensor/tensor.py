@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import itertools
 import math
-import weakref
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
 from ember.runtime import Device
-from ember.tensor import engine
+from ember.tensor import engine, realize
 from ember.uops import (
     DType,
     Ops,
@@ -26,13 +24,8 @@ from ember.uops import (
 )
 from ember.uops import gradient as uop_gradient
 
-_unique = itertools.count()
 _NUMPY_NAMES = frozenset({"bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float16",
                           "float32", "float64"})
-_all_tensors: weakref.WeakSet[Tensor] = weakref.WeakSet()
-_program_order = itertools.count()
-# when each pending assign was made (program order, as Tensor.seq)
-_assign_seq: weakref.WeakKeyDictionary[UOp, int] = weakref.WeakKeyDictionary()
 
 
 def _canonical_device(device: str | None) -> str:
@@ -43,7 +36,7 @@ def _canonical_device(device: str | None) -> str:
 
 def _buffer_from_numpy(arr: np.ndarray, device: str) -> UOp:
     dtype = from_numpy_dtype(arr.dtype)
-    buf = UOp(Ops.BUFFER, dtype, (UOp(Ops.UNIQUE, arg=next(_unique)), UOp(Ops.DEVICE, arg=device)), arr.size)
+    buf = UOp(Ops.BUFFER, dtype, (UOp.unique(), UOp(Ops.DEVICE, arg=device)), arr.size)
     if arr.size:
         engine.buffer_for(buf).copyin(memoryview(np.ascontiguousarray(arr)).cast("B"))
     return buf.reshape(arr.shape)
@@ -143,11 +136,11 @@ class Tensor:
         # requires_grad: True (a leaf to differentiate), False (never), None (only if used where grads flow)
         self.requires_grad: bool | None = requires_grad
         self.grad: Tensor | None = None
-        self.seq = next(_program_order)  # when it was made: orders reads and writes of shared memory
+        self.seq = realize.next_seq()  # when it was made (or last assigned): program order for shared memory
         dev = _canonical_device(device)
         if isinstance(data, UOp):
             # under no_grad a computed tensor is cut off from the graph that made it
-            self.uop = data.detach() if no_grad.active and not _is_realized(data) and data.op not in \
+            self.uop = data.detach() if no_grad.active and not realize.is_realized(data) and data.op not in \
                 (Ops.DETACH, Ops.CONST) else data
         elif isinstance(data, Tensor):
             self.uop = data.to(dev).uop if device is not None else data.uop
@@ -166,7 +159,7 @@ class Tensor:
                 self.uop = _buffer_from_numpy(arr if dtype is None else arr.astype(to_numpy_dtype(dtype)), dev)
         else:
             raise TypeError(f"Tensor: cannot make a tensor from {type(data).__name__}")
-        _all_tensors.add(self)
+        realize.live.add(self)
 
     # *** properties ***
     @property
@@ -204,36 +197,8 @@ class Tensor:
 
     @staticmethod
     def realize_all(*tensors: Tensor) -> None:
-        if engine.has_views() and (first := _alias_hazards(list(tensors))):
-            Tensor.realize_all(*first)  # earlier work on memory these tensors share lands first, in its own schedule
-        todo = [t for t in tensors if not _is_realized(t.uop)]
-        if not todo:
-            return
-        # an assign overwrites a buffer: lazy tensors that still read its old value are computed in the same
-        # schedule, which orders them before the write
-        targets = {x.src[0] for x in _graph_nodes(todo) if x.op is Ops.ASSIGN}
-        if targets:
-            targets = {_base_buffer(x) for x in targets}
-            ids = {id(t) for t in todo}  # by identity: Tensor == is elementwise
-            todo += [t for t in list(_all_tensors) if id(t) not in ids and not _is_realized(t.uop) and
-                     any(x in targets for x in t.uop.toposort())]
-        todo += _distinct_storage(todo)
-        live = frozenset(t.uop for t in _all_tensors)
-        becomes = engine.realize_uops(list(dict.fromkeys(t.uop for t in todo)), live)
-        leaves = {t.uop for t in _all_tensors if t.requires_grad}
-        done = {old: new for old, new in becomes.items() if new is not old}
-        # a leaf realized here is a leaf still (its realized buffer, not the graph that initialized it)
-        leaf_done = {old: new for old, new in done.items() if old in leaves}
-        for old, new in done.items():
-            if leaves and old not in leaves and old.op is not Ops.ASSIGN and _reaches(old, leaves):
-                # differentiable later: backward looks through the realized buffer
-                _graph_of[new] = old.substitute(leaf_done) if leaf_done else old
-        # every live tensor now reads the buffers: a realized value (or an assign) is never computed again
-        for t in list(_all_tensors):
-            if (new := done.get(t.uop)) is not None:
-                t.uop = new
-            elif done and not _is_realized(t.uop):
-                t.uop = t.uop.substitute(done)
+        """Compute several tensors in one schedule (their shared work once)."""
+        realize.realize_all(tensors)
 
     def numpy(self) -> np.ndarray:
         """A host copy as a numpy array."""
@@ -292,7 +257,7 @@ class Tensor:
         shape_t = _shape_args(shape)
         dt = dtype or dtypes.float32
         dev = _canonical_device(device)
-        buf = UOp(Ops.BUFFER, dt, (UOp(Ops.UNIQUE, arg=next(_unique)), UOp(Ops.DEVICE, arg=dev)), int(prod(shape_t)))
+        buf = UOp(Ops.BUFFER, dt, (UOp.unique(), UOp(Ops.DEVICE, arg=dev)), int(prod(shape_t)))
         return Tensor(buf.reshape(shape_t))
 
     @staticmethod
@@ -1461,7 +1426,7 @@ class Tensor:
             gradient = Tensor.full(self.shape, 1.0, self.dtype, self.device)
         if gradient.shape != self.shape:
             raise ValueError(f"gradient: `gradient` has shape {gradient.shape}, the tensor has {self.shape}")
-        root = _unrealize(self.uop, {t.uop for t in targets})
+        root = realize.unrealize(self.uop, {t.uop for t in targets})
         grads = uop_gradient(root, [t.uop for t in targets], gradient.cast(self.dtype).uop)
         out = []
         for i, t in enumerate(targets):
@@ -1470,13 +1435,12 @@ class Tensor:
             out.append(Tensor(g))
         return out
 
-
     def backward(self, gradient: Tensor | None = None) -> Tensor:
         """Accumulate d(self)/d(leaf) into `.grad` of every tensor with requires_grad=True that self depends on."""
         if not dtypes.is_float(self.dtype):
             raise TypeError(f"backward: only a float tensor can be differentiated, this one is {self.dtype!r}")
-        in_graph = set(_unrealize(self.uop, set()).toposort(gate=lambda u: u.op is not Ops.DETACH))
-        leaves = [t for t in list(_all_tensors) if t.requires_grad and t.uop in in_graph]
+        in_graph = set(realize.unrealize(self.uop, set()).toposort(gate=lambda u: u.op is not Ops.DETACH))
+        leaves = [t for t in list(realize.live) if t.requires_grad and t.uop in in_graph]
         if not leaves:
             raise ValueError("backward: no tensor with requires_grad=True is used to compute this tensor")
         unique = list(dict.fromkeys(t.uop for t in leaves))
@@ -1488,20 +1452,16 @@ class Tensor:
             elif t.grad.shape != g.shape or t.grad.dtype != g.dtype:
                 t.grad = t.grad + g
             elif (u := t.grad.uop).op is Ops.ASSIGN:  # a pending in-place accumulation: add g to its value
-                t.grad.uop = u.src[0].assign((Tensor(u.src[1]) + g).uop)
-            elif _is_realized(u):
+                t.grad.uop, t.grad.seq = u.src[0].assign((Tensor(u.src[1]) + g).uop), realize.next_seq()
+            elif realize.is_realized(u):
                 t.grad.assign(t.grad + g)  # in place, like PyTorch: a persistent grad buffer (optimizers) stays put
             else:
                 t.grad = t.grad + g
         return self
 
-
     def detach(self) -> Tensor:
         """The same values, with no gradient flowing back through them."""
         return Tensor(self.uop.detach(), requires_grad=False)
-
-
-
 
     def assign(self, x: Any) -> Tensor:
         """Write x into this (realized) tensor's buffer: the Tensor keeps its identity, its value becomes x."""
@@ -1515,26 +1475,10 @@ class Tensor:
         base = self.uop
         while base.op in (Ops.RESHAPE, Ops.SHRINK, Ops.PERMUTE, Ops.FLIP):
             base = base.src[0]
-        if base.op is not Ops.BUFFER:
+        if base.op not in (Ops.BUFFER, Ops.BUFFER_VIEW):
             raise ValueError("assign: the target must be a realized tensor (or a view of one); realize() it first")
-        self.uop = self.uop.assign(x.expand(self.shape).uop)
-        _assign_seq[self.uop] = next(_program_order)
+        self.uop, self.seq = self.uop.assign(x.expand(self.shape).uop), realize.next_seq()
         return self
-
-
-# a realized tensor on a gradient path -> the graph that computed it (lives as long as the realized view)
-_graph_of: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
-
-
-def _reaches(u: UOp, leaves: set[UOp]) -> bool:
-    return any(x in leaves for x in u.toposort(gate=lambda x: x.op is not Ops.DETACH))
-
-
-def _unrealize(u: UOp, keep: set[UOp]) -> UOp:
-    """u with every realized tensor on a gradient path replaced by the graph that computed it (not those in keep)."""
-    while mapping := {x: g for x in u.toposort() if x not in keep and (g := _graph_of.get(x)) is not None}:
-        u = u.substitute(mapping)
-    return u
 
 
 def _check_index_bounds(index: Tensor, size: int, dim: int, low: int | None = None, what: str = "") -> None:
@@ -1547,128 +1491,6 @@ def _check_index_bounds(index: Tensor, size: int, dim: int, low: int | None = No
     if lo < (-size if low is None else low) or hi >= size:
         bad = hi if hi >= size else lo
         raise IndexError(f"{what}index {bad} is out of range for dim {dim} of size {size}")
-
-
-def _distinct_storage(todo: list[Tensor]) -> list[Tensor]:
-    """Distinct Tensors with one and the same lazy value (UOps are hash-consed: `Tensor.ones(3).contiguous()` twice
-    is one UOp) would get one buffer, and an assign to one would change the others. All but the first get a buffer of
-    their own, filled in the same schedule; returns those to realize too."""
-    being_realized = {t.uop for t in todo}
-    first: dict[UOp, int] = {}
-    extra = []
-    for t in list(_all_tensors):
-        if t.uop not in being_realized or t.uop.op is Ops.ASSIGN:
-            continue
-        if first.setdefault(t.uop, id(t)) != id(t):
-            t.uop = Tensor.empty(*t.shape, dtype=t.dtype, device=t.device).uop.assign(t.uop)
-            extra.append(t)
-    ids = {id(t) for t in todo}
-    return [t for t in extra if id(t) not in ids]
-
-
-def _graph_nodes(tensors: list[Tensor]) -> list[UOp]:
-    """Every node of the tensors' graphs, in one walk (their graphs overlap: one walk each went over the shared part
-    again for every tensor)."""
-    return UOp.sink(*(t.uop for t in tensors)).toposort()
-
-
-def _alias_hazards(todo: list[Tensor]) -> list[Tensor]:
-    """Lazy tensors to realize before `todo` because they touch memory that todo reaches under another BUFFER (views
-    made by `share_storage`; the scheduler orders accesses per BUFFER only). In program order: a pending write made
-    before a todo tensor, to memory todo reads or writes; a pending read made before one of todo's writes, of the
-    memory it overwrites."""
-    graph = set(_graph_nodes(todo))
-    shared = set().union(*(engine.aliases(x) for x in graph if x.op is Ops.BUFFER))
-    if not shared:
-        return []
-    # a lazy tensor reads when it was made; a realized one is read now
-    now = next(_program_order)
-    newest = max(now if _is_realized(t.uop) else t.seq for t in todo)
-    writes = [_assign_seq.get(x, -1) for x in graph if x.op is Ops.ASSIGN and engine.aliases(_base_buffer(x.src[0]))]
-    overwritten = set().union(*(engine.aliases(_base_buffer(x.src[0])) for x in graph if x.op is Ops.ASSIGN))
-    first_write = min(writes, default=-1)
-    ids = {id(t) for t in todo}
-    first = []
-    for t in list(_all_tensors):
-        if id(t) in ids or _is_realized(t.uop):
-            continue
-        nodes = t.uop.toposort()
-        if any(x.op is Ops.ASSIGN and _base_buffer(x.src[0]) in shared and _assign_seq.get(x, -1) < newest
-               for x in nodes) or (t.seq < first_write and any(x in overwritten for x in nodes)):
-            first.append(t)
-    return first
-
-
-def share_storage(tensors: Sequence[Tensor]) -> Tensor:
-    """Move `tensors` (one device and dtype) into one new flat buffer and make each a view of its slice, so that one
-    kernel can update them all (the fused optimizers). Returns the flat tensor. Live tensors that read the old buffers
-    read the views instead; a tensor keeps its identity, shape and values.
-
-        flat = share_storage([w1, w2])   # flat.shape == (w1.numel() + w2.numel(),)
-    """
-    if not tensors:
-        raise ValueError("share_storage: got no tensors")
-    if len({id(t) for t in tensors}) != len(tensors):
-        raise ValueError("share_storage: a tensor appears twice")
-    kinds = {(t.device, t.dtype) for t in tensors}
-    if len(kinds) != 1:
-        raise ValueError(f"share_storage: tensors must share one device and dtype, got {sorted(map(str, kinds))}")
-    (device, dtype), = kinds
-    Tensor.realize_all(*tensors)
-    flat = Tensor.empty(sum(t.numel() for t in tensors), dtype=dtype, device=device)
-    flat_buf = engine.buffer_base(flat.uop)
-    assert flat_buf is not None
-    engine.buffer_for(flat_buf)  # (allocated now: the views are its slices)
-    mapping: dict[UOp, UOp] = {}
-    for t, view in zip(tensors, storage_views(flat, [t.shape for t in tensors])):
-        if t.numel() == 0:
-            continue
-        old = engine.buffer_base(t.uop)  # a whole realized buffer: every reader of it reads the view now
-        if old is not None:  # its bytes copied into the slice (one kernel that concatenated them all cost seconds)
-            slice_buf = engine.buffer_base(view.uop)
-            assert slice_buf is not None
-            engine.buffer_for(slice_buf).copyin(memoryview(engine.copyout_bytes(t.uop)))
-        else:  # (a view of a buffer: a kernel reads it into place)
-            view.assign(t).realize()
-        if old is not None and old in mapping:
-            raise ValueError("share_storage: two of the tensors are views of one buffer")
-        mapping[old if old is not None else t.uop] = view.uop.src[0] if old is not None else view.uop
-        t.uop = view.uop
-    for t in list(_all_tensors):
-        if any(x in mapping for x in t.uop.toposort()):
-            t.uop = t.uop.substitute(mapping)
-    return flat
-
-
-def storage_views(flat: Tensor, shapes: Sequence[tuple[int, ...]]) -> list[Tensor]:
-    """Realized tensors of the given shapes whose buffers are consecutive slices of the memory of `flat` (a realized
-    1-D tensor): writes to either side are seen by the other, and the tensor layer orders them."""
-    root = engine.buffer_base(flat.uop)
-    if root is None or flat.ndim != 1:
-        raise ValueError("storage_views: `flat` must be a realized 1-D tensor")
-    if (need := sum(int(prod(s)) for s in shapes)) > flat.numel():
-        raise ValueError(f"storage_views: the shapes need {need} elements, `flat` has {flat.numel()}")
-    out, offset = [], 0
-    for shape in shapes:
-        n = int(prod(shape))
-        if n == 0:
-            out.append(Tensor.zeros(*shape, dtype=flat.dtype, device=flat.device))
-            continue
-        view = UOp(Ops.BUFFER, flat.dtype, (UOp(Ops.UNIQUE, arg=next(_unique)), root.src[1]), n)
-        engine.register_view(view, root, offset)
-        out.append(Tensor(view.reshape(tuple(shape))))
-        offset += n
-    return out
-
-
-def _base_buffer(u: UOp) -> UOp:
-    while u.src and u.op is not Ops.BUFFER:
-        u = u.src[0]
-    return u
-
-
-def _is_realized(u: UOp) -> bool:
-    return engine.buffer_base(u) is not None
 
 
 def _shape_args(shape: Iterable[Any]) -> tuple[int, ...]:

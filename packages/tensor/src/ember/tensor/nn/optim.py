@@ -13,7 +13,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ember.tensor import engine
-from ember.tensor.tensor import Tensor, no_grad, share_storage, storage_views
+from ember.tensor.realize import share_storage, storage_views
+from ember.tensor.tensor import Tensor, no_grad
 from ember.uops import dtypes
 
 

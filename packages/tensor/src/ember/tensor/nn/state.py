@@ -18,7 +18,7 @@ from typing import Any
 
 from ember.runtime import Device
 from ember.tensor import engine
-from ember.tensor.tensor import Tensor, _unique
+from ember.tensor.tensor import Tensor
 from ember.uops import DType, Ops, UOp, dtypes
 
 SAFETENSORS_DTYPES: dict[str, DType] = {
@@ -83,7 +83,7 @@ def _tensor_from_bytes(data: memoryview, dtype: DType, shape: tuple[int, ...], d
     size = 1
     for s in shape:
         size *= s
-    buf = UOp(Ops.BUFFER, dtype, (UOp(Ops.UNIQUE, arg=next(_unique)), UOp(Ops.DEVICE, arg=dev)), size)
+    buf = UOp(Ops.BUFFER, dtype, (UOp.unique(), UOp(Ops.DEVICE, arg=dev)), size)
     if size:
         engine.buffer_for(buf).copyin(data)
     return Tensor(buf.reshape(shape))

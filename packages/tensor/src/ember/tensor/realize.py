@@ -1,0 +1,206 @@
+"""Realization state of the tensor layer, with one owner: the live tensors, their program order, which lazy tensors
+must be computed together, and the flat storage that optimizers share with their parameters.
+
+Memory shared under several names is in the graph (`BUFFER_VIEW`s of a root `BUFFER`), so the scheduler orders every
+read and write within a schedule. What only the tensor layer knows is program order (the user's assign is eager in
+meaning, lazy in execution), and it decides what goes into one schedule with it:
+- a pending write made before a tensor is read lands first, in an earlier schedule (read-after-write);
+- a lazy tensor made before a write, that reads the memory written, joins the write's schedule, and the scheduler
+  runs it before the write (write-after-read).
+"""
+
+from __future__ import annotations
+
+import itertools
+import weakref
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ember.schedule import assign_target, buffers_read, buffers_read_before_writes, overlaps
+from ember.tensor import engine
+from ember.uops import Ops, UOp, prod
+
+if TYPE_CHECKING:
+    from ember.tensor.tensor import Tensor
+
+live: weakref.WeakSet[Tensor] = weakref.WeakSet()  # every Tensor alive: a realize rewrites them to read its buffers
+_program_order = itertools.count()
+# a realized tensor on a gradient path -> the graph that computed it (lives as long as the realized view)
+_graph_of: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
+
+
+def next_seq() -> int:
+    """The next point in program order (a tensor's `seq`: when it was made, or for an assign, when it was written)."""
+    return next(_program_order)
+
+
+def is_realized(u: UOp) -> bool:
+    return engine.buffer_base(u) is not None
+
+
+def realize_all(tensors: Sequence[Tensor]) -> None:
+    """Compute `tensors` into buffers in one schedule (with the lazy tensors program order puts beside them), then
+    make every live tensor read the buffers."""
+    if first := _writes_before(tensors):
+        realize_all(first)  # earlier writes to memory these tensors touch land first, in their own schedule
+    todo = [t for t in tensors if not is_realized(t.uop)]
+    if not todo:
+        return
+    writes = _writes_in(todo)
+    todo += [t for t in list(live) if not is_realized(t.uop) and _reads_before(t, writes)]
+    todo = list({id(t): t for t in todo}.values())  # by identity: Tensor == is elementwise
+    todo += _distinct_storage(todo)
+    becomes = engine.realize_uops(list(dict.fromkeys(t.uop for t in todo)), frozenset(t.uop for t in live))
+    leaves = {t.uop for t in live if t.requires_grad}
+    done = {old: new for old, new in becomes.items() if new is not old}
+    # a leaf realized here is a leaf still (its realized buffer, not the graph that initialized it)
+    leaf_done = {old: new for old, new in done.items() if old in leaves}
+    for old, new in done.items():
+        if leaves and old not in leaves and old.op is not Ops.ASSIGN and _reaches(old, leaves):
+            _graph_of[new] = old.substitute(leaf_done) if leaf_done else old  # backward looks through the buffer
+    # every live tensor now reads the buffers: a realized value (or an assign) is never computed again. Not a tensor
+    # made after a write that reads the memory written: its (hash-consed) graph may equal one computed before it
+    for t in list(live):
+        if (new := done.get(t.uop)) is not None and not _reads_after(t, writes):
+            t.uop = new
+        elif done and not is_realized(t.uop) and not _reads_after(t, writes):
+            t.uop = t.uop.substitute(done)
+
+
+def _graph_nodes(tensors: Sequence[Tensor]) -> list[UOp]:
+    return UOp.sink(*(t.uop for t in tensors)).toposort()
+
+
+def _writes_before(tensors: Sequence[Tensor]) -> list[Tensor]:
+    """Pending assigns (not part of `tensors`' graphs) made before one of `tensors` is read, to memory they read or
+    write: a realized tensor is read now, a lazy one when it was made."""
+    pending = [t for t in list(live) if t.uop.op is Ops.ASSIGN]
+    if not pending or not tensors:
+        return []
+    graph = _graph_nodes(tensors)
+    nodes = set(graph)
+    touched = buffers_read(graph) | {assign_target(x) for x in graph if x.op is Ops.ASSIGN}
+    newest = max(next_seq() if is_realized(t.uop) else t.seq for t in tensors)
+    return [t for t in pending if t.uop not in nodes and t.seq < newest and
+            any(overlaps(assign_target(t.uop), b) for b in touched)]
+
+
+Write = tuple[UOp, UOp, int]  # an ASSIGN, the buffer it writes, when it was made
+
+
+def _writes_in(todo: list[Tensor]) -> list[Write]:
+    """The assigns in `todo`'s graphs (an assign no tensor holds counts as made now)."""
+    writes = [x for x in _graph_nodes(todo) if x.op is Ops.ASSIGN]
+    if not writes:
+        return []
+    written_at = {t.uop: t.seq for t in list(live) if t.uop.op is Ops.ASSIGN}
+    return [(w, assign_target(w), written_at.get(w, next_seq())) for w in writes]
+
+
+def _reads_written(t: Tensor, writes: list[Write], before: bool) -> bool:
+    """Whether t reads memory that one of `writes` overwrites, and was made before (or after) that write."""
+    targets = [b for w, b, seq in writes if (t.seq < seq) == before and t.uop is not w]
+    return bool(targets) and any(overlaps(r, b) for r in buffers_read_before_writes(t.uop) for b in targets)
+
+
+def _reads_before(t: Tensor, writes: list[Write]) -> bool:
+    return bool(writes) and _reads_written(t, writes, before=True)
+
+
+def _reads_after(t: Tensor, writes: list[Write]) -> bool:
+    return bool(writes) and _reads_written(t, writes, before=False)
+
+
+def _distinct_storage(todo: list[Tensor]) -> list[Tensor]:
+    """Distinct Tensors with one and the same lazy value (UOps are hash-consed: `Tensor.ones(3).contiguous()` twice
+    is one UOp) would get one buffer, and an assign to one would change the others. All but the first get a buffer of
+    their own, filled in the same schedule; returns those to realize too."""
+    from ember.tensor.tensor import Tensor
+
+    being_realized = {t.uop for t in todo}
+    first: dict[UOp, int] = {}
+    extra = []
+    for t in list(live):
+        if t.uop not in being_realized or t.uop.op is Ops.ASSIGN:
+            continue
+        if first.setdefault(t.uop, id(t)) != id(t):
+            t.uop = Tensor.empty(*t.shape, dtype=t.dtype, device=t.device).uop.assign(t.uop)
+            extra.append(t)
+    ids = {id(t) for t in todo}
+    return [t for t in extra if id(t) not in ids]
+
+
+# *** autograd through realized tensors ***
+def _reaches(u: UOp, leaves: set[UOp]) -> bool:
+    return any(x in leaves for x in u.toposort(gate=lambda x: x.op is not Ops.DETACH))
+
+
+def unrealize(u: UOp, keep: set[UOp]) -> UOp:
+    """u with every realized tensor on a gradient path replaced by the graph that computed it (not those in keep)."""
+    while mapping := {x: g for x in u.toposort() if x not in keep and (g := _graph_of.get(x)) is not None}:
+        u = u.substitute(mapping)
+    return u
+
+
+# *** flat storage ***
+def share_storage(tensors: Sequence[Tensor]) -> Tensor:
+    """Move `tensors` (one device and dtype) into one new flat buffer and make each a view of its slice (a
+    `BUFFER_VIEW`), so that one kernel can update them all (the fused optimizers). Returns the flat tensor. Live
+    tensors that read the old buffers read the views instead; a tensor keeps its identity, shape and values.
+
+        flat = share_storage([w1, w2])   # flat.shape == (w1.numel() + w2.numel(),)
+    """
+    from ember.tensor.tensor import Tensor
+
+    if not tensors:
+        raise ValueError("share_storage: got no tensors")
+    if len({id(t) for t in tensors}) != len(tensors):
+        raise ValueError("share_storage: a tensor appears twice")
+    kinds = {(t.device, t.dtype) for t in tensors}
+    if len(kinds) != 1:
+        raise ValueError(f"share_storage: tensors must share one device and dtype, got {sorted(map(str, kinds))}")
+    (device, dtype), = kinds
+    realize_all(tensors)
+    flat = Tensor.empty(sum(t.numel() for t in tensors), dtype=dtype, device=device)
+    mapping: dict[UOp, UOp] = {}
+    for t, view in zip(tensors, storage_views(flat, [t.shape for t in tensors])):
+        if t.numel() == 0:
+            continue
+        old = engine.buffer_base(t.uop)  # a whole realized buffer: every reader of it reads the view now
+        if old is not None:  # its bytes copied into the slice (one kernel that concatenated them all cost seconds)
+            if old in mapping:
+                raise ValueError("share_storage: two of the tensors are views of one buffer")
+            new_base = engine.buffer_base(view.uop)
+            assert new_base is not None
+            engine.buffer_for(new_base).copyin(memoryview(engine.copyout_bytes(t.uop)))
+            mapping[old] = new_base
+        else:  # (a view of a buffer: a kernel reads it into place)
+            view.assign(t).realize()
+            mapping[t.uop] = view.uop
+        t.uop = view.uop
+    for t in list(live):
+        if any(x in mapping for x in t.uop.toposort()):
+            t.uop = t.uop.substitute(mapping)
+    return flat
+
+
+def storage_views(flat: Tensor, shapes: Sequence[tuple[int, ...]]) -> list[Tensor]:
+    """Realized tensors of the given shapes that are consecutive slices (`BUFFER_VIEW`s) of the memory of `flat` (a
+    realized 1-D tensor): writes to either side are seen by the other, in program order."""
+    from ember.tensor.tensor import Tensor
+
+    base = engine.buffer_base(flat.uop)
+    if base is None or flat.ndim != 1:
+        raise ValueError("storage_views: `flat` must be a realized 1-D tensor")
+    if (need := sum(int(prod(s)) for s in shapes)) > flat.numel():
+        raise ValueError(f"storage_views: the shapes need {need} elements, `flat` has {flat.numel()}")
+    root, offset = (base.src[0], base.arg[1]) if base.op is Ops.BUFFER_VIEW else (base, 0)
+    out = []
+    for shape in shapes:
+        n = int(prod(shape))
+        if n == 0:
+            out.append(Tensor.zeros(*shape, dtype=flat.dtype, device=flat.device))
+            continue
+        out.append(Tensor(UOp(Ops.BUFFER_VIEW, flat.dtype, (root,), (n, offset)).reshape(tuple(shape))))
+        offset += n
+    return out
