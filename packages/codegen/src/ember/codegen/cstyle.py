@@ -1,20 +1,234 @@
-"""C renderer: a linear program becomes one C function; OpenMP shares THREAD loops across cores."""
+"""C-style renderers: a linear program becomes one C function, each UOp's text given by a rule table.
+
+`CStyleLanguage` is generic C: `base_rewrite`, a PatternMatcher over linear UOps, gives each op's text from the names
+of its sources (`ctx[u]`), and `render` walks the program once. A rule returns, for a value, the expression its users
+read (`render` inlines it, or declares a variable when it is used more than once or in another loop); for a statement
+(STORE, RANGE, END, DEFINE_LOCAL, a LOAD from memory), its lines. A target subclasses it and puts its own rules in
+front: `string_rewrite = PatternMatcher([...]) + base_rewrite`. `CRenderer` (the CPU) adds GCC vector extensions,
+OpenMP for THREAD loops, bfloat16 as bits, and the helpers it calls, each guarded so that sources concatenate.
+"""
 
 from __future__ import annotations
 
 import math
 import os
 import struct
-from collections.abc import Callable
 
 from ember.codegen.renderer import Renderer
-from ember.uops import AxisType, DType, Ops, PtrDType, UOp, dtypes
+from ember.uops import AxisType, DType, GroupOp, Ops, PatternMatcher, PtrDType, UOp, UPat, dtypes
 
 C_TYPES = {dtypes.bool: "_Bool", dtypes.int8: "signed char", dtypes.uint8: "unsigned char", dtypes.int16: "short",
            dtypes.uint16: "unsigned short", dtypes.int32: "int", dtypes.uint32: "unsigned int",
            dtypes.int64: "long long", dtypes.uint64: "unsigned long long", dtypes.index: "long long",
-           dtypes.float16: "_Float16", dtypes.bfloat16: "unsigned short", dtypes.float32: "float",
-           dtypes.float64: "double"}
+           dtypes.float32: "float", dtypes.float64: "double"}
+
+
+class RenderContext:
+    """What a rule sees: the renderer, the names (or inlined expressions) of the UOps rendered so far (`ctx[u]`), and
+    the facts about the whole program that decide inlining."""
+
+    def __init__(self, renderer: CStyleLanguage, uops: tuple[UOp, ...]):
+        self.renderer = renderer
+        self.names: dict[UOp, str] = {}
+        self.counter = 0
+        self.uses: dict[UOp, int] = {}
+        self.loop_of: dict[UOp, UOp | None] = {}
+        self.users_loop: dict[UOp, UOp | None] = {}  # (the loop of the last user)
+        stack: list[UOp] = []
+        for u in uops:
+            for s in u.src:
+                self.uses[s] = self.uses.get(s, 0) + 1
+            self.loop_of[u] = stack[-1] if stack else None
+            if u.op is Ops.RANGE:
+                stack.append(u)
+            elif u.op is Ops.END:
+                stack.pop()
+        for u in uops:
+            for s in u.src:
+                self.users_loop[s] = self.loop_of[u]
+        self.bitcast_srcs = {u.src[0] for u in uops if u.op is Ops.BITCAST}
+        self.written = {u.src[0].src[0] for u in uops if u.op is Ops.STORE and u.src[0].op is Ops.INDEX}
+
+    def __getitem__(self, u: UOp) -> str:
+        return self.names[u]
+
+    def ctype(self, dt: DType) -> str:
+        return self.renderer.render_dtype(dt)
+
+    def declared(self, u: UOp) -> bool:
+        """Whether a value gets a variable: always for a load from memory; for ALU ops and casts, unless used once in
+        the loop they sit in (no work moves into an inner loop) and not bitcast (that takes its address)."""
+        if u.op is Ops.LOAD:
+            return u.src[0].op is not Ops.DEFINE_REG
+        inlined = u not in self.bitcast_srcs and self.uses.get(u, 0) == 1 and self.users_loop.get(u) is self.loop_of[u]
+        return u.op in GroupOp.Elementwise and (u.op is Ops.BITCAST or not inlined)
+
+    def fresh(self, prefix: str) -> str:
+        self.counter += 1
+        return f"{prefix}{self.counter - 1}"
+
+
+def render_const(value: int | float | bool, dtype: DType, ctype: str) -> str:
+    """A scalar constant in C (`ctype`: the C type of dtype, for the small types that need a cast)."""
+    if dtype == dtypes.bool:
+        return "1" if value else "0"
+    if dtypes.is_float(dtype):
+        v = float(value)
+        if math.isnan(v):
+            txt = "NAN"
+        elif math.isinf(v):
+            txt = "INFINITY" if v > 0 else "(-INFINITY)"
+        else:
+            txt = repr(v) + ("f" if dtype != dtypes.float64 else "")
+        return txt if dtype in (dtypes.float32, dtypes.float64) else f"(({ctype}){txt})"
+    v = int(value)
+    if dtype in (dtypes.int64, dtypes.index) and v == dtypes.min(dtypes.int64):
+        return "(-9223372036854775807ll-1)"
+    if dtype == dtypes.int32 and v == dtypes.min(dtypes.int32):
+        return "(-2147483647-1)"
+    suffix = {dtypes.int64: "ll", dtypes.index: "ll", dtypes.uint64: "ull", dtypes.uint32: "u"}.get(dtype, "")
+    return f"{v}{suffix}" if dtype in (dtypes.int32, dtypes.int64, dtypes.index, dtypes.uint32, dtypes.uint64) \
+        else f"(({ctype}){v})"
+
+
+# *** generic C: scalars ***
+
+# the math library's functions for float (float16 computes in float) and double
+_MATH = {Ops.EXP2: ("exp2f", "exp2"), Ops.LOG2: ("log2f", "log2"), Ops.SIN: ("sinf", "sin"),
+         Ops.SQRT: ("sqrtf", "sqrt"), Ops.TRUNC: ("truncf", "trunc"), Ops.POW: ("powf", "pow"),
+         Ops.MOD: ("fmodf", "fmod"), Ops.MAX: ("fmaxf", "fmax")}
+_INFIX = {Ops.ADD: "+", Ops.MUL: "*", Ops.IDIV: "/", Ops.FDIV: "/", Ops.MOD: "%", Ops.CMPLT: "<", Ops.CMPNE: "!=",
+          Ops.CMPEQ: "==", Ops.AND: "&", Ops.OR: "|", Ops.XOR: "^", Ops.SHL: "<<", Ops.SHR: ">>"}
+
+
+def math_fn(op: Ops, dt: DType) -> str:
+    return _MATH[op][dt == dtypes.float64]
+
+
+def infix(ctx: RenderContext, x: UOp, sym: str) -> str:
+    return f"({ctx[x.src[0]]}{sym}{ctx[x.src[1]]})"
+
+
+def call(ctx: RenderContext, fn: str, x: UOp) -> str:
+    return f"{fn}({', '.join(ctx[s] for s in x.src)})"
+
+
+def unary_math(ctx: RenderContext, x: UOp) -> str:
+    # float16 math runs in float; the result is converted back where it is stored
+    ret = f"{math_fn(x.op, x.dtype)}({ctx[x.src[0]]})"
+    return f"(({ctx.ctype(x.dtype)}){ret})" if x.dtype == dtypes.float16 else ret
+
+
+def render_range(ctx: RenderContext, x: UOp) -> str:
+    r = ctx[x]
+    return f"for ({ctx.ctype(x.dtype)} {r} = 0; {r} < {ctx[x.src[0]]}; {r}++) {{"
+
+
+def gated(ctx: RenderContext, idx: UOp, statement: str) -> str:
+    return statement if len(idx.src) == 2 else f"if ({ctx[idx.src[2]]}) {statement}"
+
+
+def load(ctx: RenderContext, x: UOp, idx: UOp) -> str:
+    val = ctx[idx] if len(idx.src) == 2 else f"({ctx[idx.src[2]]}?{ctx[idx]}:0)"
+    return f"{ctx.ctype(x.dtype)} {ctx[x]} = {val};"
+
+
+def store_reg(ctx: RenderContext, x: UOp, acc: UOp) -> str:
+    # the STORE of the identity starts a reduce: it declares the accumulator
+    return f"{ctx.ctype(acc.dtype)} {ctx[acc]} = {ctx[x.src[1]]};" if x.src[1] is acc.src[0] else \
+        f"{ctx[acc]} = {ctx[x.src[1]]};"
+
+
+base_rewrite = PatternMatcher([
+    (UPat((Ops.PARAM, Ops.DEFINE_VAR, Ops.DEFINE_REG), name="x"), lambda ctx, x: ctx[x]),
+    (UPat(Ops.CONST, name="x"), lambda ctx, x: render_const(x.arg, x.dtype, ctx.ctype(x.dtype))),
+    (UPat(Ops.INDEX, name="x"), lambda ctx, x: f"{ctx[x.src[0]]}[{ctx[x.src[1]]}]"),
+    (UPat(Ops.GEP, name="x"), lambda ctx, x: f"{ctx[x.src[0]]}[{x.arg}]"),
+    (UPat(Ops.RANGE, name="x"), render_range),
+    (UPat(Ops.END), lambda ctx: "}"),
+    (UPat(Ops.DEFINE_LOCAL, name="x"), lambda ctx, x: f"{ctx.ctype(x.dtype.base)} {ctx[x]}[{x.dtype.size}];"),
+    (UPat(Ops.LOAD, src=(UPat(Ops.DEFINE_REG, name="acc"),), allow_any_len=True), lambda ctx, acc: ctx[acc]),
+    (UPat(Ops.LOAD, src=(UPat(Ops.INDEX, name="idx"),), allow_any_len=True, name="x"), load),
+    (UPat(Ops.STORE, src=(UPat(Ops.DEFINE_REG, name="acc"),), allow_any_len=True, name="x"), store_reg),
+    (UPat(Ops.STORE, src=(UPat(Ops.INDEX, name="idx"), UPat.var("v")), allow_any_len=True),
+     lambda ctx, idx, v: gated(ctx, idx, f"{ctx[idx]} = {ctx[v]};")),
+    # bool arithmetic stays bool: or, and
+    (UPat(Ops.ADD, dtype=dtypes.bool, name="x"), lambda ctx, x: infix(ctx, x, "|")),
+    (UPat(Ops.MUL, dtype=dtypes.bool, name="x"), lambda ctx, x: infix(ctx, x, "&")),
+    (UPat((Ops.MOD, Ops.MAX), dtype=dtypes.floats, name="x"), lambda ctx, x: call(ctx, math_fn(x.op, x.dtype), x)),
+    (UPat(Ops.MAX, name="x"), lambda ctx, x: f"(({ctx[x.src[0]]}>{ctx[x.src[1]]})?{ctx[x.src[0]]}:{ctx[x.src[1]]})"),
+    (UPat(Ops.POW, name="x"), lambda ctx, x: call(ctx, math_fn(x.op, x.dtype), x)),
+    (UPat((Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.TRUNC), name="x"), unary_math),
+    (UPat(tuple(_INFIX), name="x"), lambda ctx, x: infix(ctx, x, _INFIX[x.op])),
+    (UPat(Ops.NEG, name="x"), lambda ctx, x: f"(-{ctx[x.src[0]]})"),
+    (UPat(Ops.RECIPROCAL, name="x"),
+     lambda ctx, x: f"({'1.0' if x.dtype == dtypes.float64 else '1.0f'}/{ctx[x.src[0]]})"),
+    (UPat(Ops.WHERE, name="x"), lambda ctx, x: f"({ctx[x.src[0]]}?{ctx[x.src[1]]}:{ctx[x.src[2]]})"),
+    (UPat(Ops.MULACC, name="x"), lambda ctx, x: f"(({ctx[x.src[0]]}*{ctx[x.src[1]]})+{ctx[x.src[2]]})"),
+    (UPat(Ops.CAST, name="x"), lambda ctx, x: f"(({ctx.ctype(x.dtype)}){ctx[x.src[0]]})"),
+    (UPat(Ops.BITCAST, name="x"), lambda ctx, x: f"(*(({ctx.ctype(x.dtype)}*)&{ctx[x.src[0]]}))"),
+])
+
+# statements: their rule's text is lines of the function body (a value's is an expression)
+_STATEMENTS = frozenset({Ops.STORE, Ops.RANGE, Ops.END, Ops.DEFINE_LOCAL})
+# names fixed by the UOp (a loop by its axis id); other declared values are counted: val0, alu1, ...
+_FIXED_NAMES = {Ops.PARAM: lambda u: f"data{u.arg}", Ops.DEFINE_VAR: lambda u: u.arg[0],
+                Ops.RANGE: lambda u: f"r{u.arg[0]}", Ops.DEFINE_REG: lambda u: f"acc{u.arg}",
+                Ops.DEFINE_LOCAL: lambda u: f"local{u.arg}"}
+
+
+class CStyleLanguage(Renderer):
+    """Generic C: one function per kernel, `restrict` buffer pointers, scalar code. Subclasses add rules in front of
+    `string_rewrite` and override `render_dtype` / `render_kernel` for their types and function signature."""
+
+    string_rewrite: PatternMatcher = base_rewrite
+    type_map: dict[DType, str] = C_TYPES
+    supports_dtypes = tuple(C_TYPES)
+
+    def render_dtype(self, dt: DType) -> str:
+        if isinstance(dt, PtrDType):
+            return self.render_dtype(dt.base) + "*"
+        if dt not in self.type_map:
+            raise NotImplementedError(f"{type(self).__name__}: dtype {dt!r} is not supported by this renderer yet")
+        return self.type_map[dt]
+
+    def render_kernel(self, name: str, body: list[str], uops: tuple[UOp, ...], ctx: RenderContext) -> str:
+        """The function: buffers in slot order (const where only read), then the int variables by name."""
+        bufs = [f"{'' if u in ctx.written else 'const '}{self.render_dtype(u.dtype.base)}* restrict {ctx[u]}"
+                for u in sorted((u for u in uops if u.op is Ops.PARAM), key=lambda u: u.arg)]
+        variables = [f"{self.render_dtype(dtypes.index)} {ctx[u]}"
+                     for u in sorted((u for u in uops if u.op is Ops.DEFINE_VAR), key=lambda u: u.arg[0])]
+        return f"void {name}({', '.join(bufs + variables)}) {{\n" + "\n".join(body) + "\n}\n"
+
+    def render(self, name: str, uops: tuple[UOp, ...]) -> str:
+        ctx = RenderContext(self, uops)
+        body: list[str] = []
+        depth = 1
+        for u in uops:
+            if u.op in (Ops.SINK, Ops.NOOP):
+                continue
+            if u.op is Ops.END:
+                depth -= 1
+            declared = u.op not in _FIXED_NAMES and ctx.declared(u)
+            if u.op in _FIXED_NAMES:
+                ctx.names[u] = _FIXED_NAMES[u.op](u)
+            elif declared:
+                ctx.names[u] = ctx.fresh("val" if u.op is Ops.LOAD else "alu")
+            text = self.string_rewrite.rewrite(u, ctx=ctx)
+            if not isinstance(text, str):
+                raise NotImplementedError(f"{type(self).__name__}: cannot render {u.op}")
+            if u.op in _STATEMENTS or u.op is Ops.LOAD and declared:
+                body.extend("  " * depth + line for line in text.split("\n"))
+            elif declared:
+                body.append("  " * depth + f"{self.render_dtype(u.dtype)} {ctx[u]} = {text};")
+            else:
+                ctx.names[u] = text
+            if u.op is Ops.RANGE:
+                depth += 1
+        return self.render_kernel(name, body, uops, ctx)
+
+
+# *** the CPU: GCC vector extensions, OpenMP, bfloat16 as bits, guarded helpers ***
 
 _PRELUDE = """#include <math.h>
 #ifndef EMB_PRELUDE
@@ -35,48 +249,104 @@ def guarded(key: str, text: str) -> str:
     return f"#ifndef EMB_{key}\n#define EMB_{key}\n{text}#endif\n"
 
 
-# float math of each width; float16 computes in float
-_MATH = {"float": ("exp2f", "log2f", "sinf", "sqrtf", "truncf", "powf", "fmodf", "emb_maxf"),
-         "double": ("exp2", "log2", "sin", "sqrt", "trunc", "pow", "fmod", "emb_max")}
-
-
-def render_const(value: int | float | bool, dtype: DType) -> str:
-    if dtype == dtypes.bool:
-        return "1" if value else "0"
-    if dtype == dtypes.bfloat16:  # stored as its bits: the top half of the float32
+def lane_const(ctx: RenderContext, value: int | float | bool, dt: DType) -> str:
+    if dt == dtypes.bfloat16:  # stored as its bits: the top half of the float32
         return f"((unsigned short)0x{struct.unpack('I', struct.pack('f', float(value)))[0] >> 16:04x})"
-    if dtypes.is_float(dtype):
-        v = float(value)
-        if math.isnan(v):
-            txt = "NAN"
-        elif math.isinf(v):
-            txt = "INFINITY" if v > 0 else "(-INFINITY)"
-        else:
-            txt = repr(v) + ("f" if dtype != dtypes.float64 else "")
-        return txt if dtype in (dtypes.float32, dtypes.float64) else f"(({C_TYPES[dtype]}){txt})"
-    v = int(value)
-    if dtype in (dtypes.int64, dtypes.index) and v == dtypes.min(dtypes.int64):
-        return "(-9223372036854775807ll-1)"
-    if dtype == dtypes.int32 and v == dtypes.min(dtypes.int32):
-        return "(-2147483647-1)"
-    suffix = {dtypes.int64: "ll", dtypes.index: "ll", dtypes.uint64: "ull", dtypes.uint32: "u"}.get(dtype, "")
-    return f"{v}{suffix}" if dtype in (dtypes.int32, dtypes.int64, dtypes.index, dtypes.uint32, dtypes.uint64) \
-        else f"(({C_TYPES[dtype]}){v})"
+    return render_const(value, dt, ctx.ctype(dt))
+
+
+def vector_const(ctx: RenderContext, x: UOp) -> str | None:
+    if x.dtype.count == 1:
+        return None
+    lane = ("-1" if x.arg else "0") if x.dtype.scalar() == dtypes.bool else lane_const(ctx, x.arg, x.dtype.scalar())
+    return f"{ctx.ctype(x.dtype)}_bcast({lane})"  # (a mask lane is -1 or 0)
+
+
+def vectorize(ctx: RenderContext, x: UOp) -> str:
+    # one value in every lane is a broadcast; mask lanes are -1 or 0
+    lanes = [f"-(int)({ctx[s]})" if x.dtype.scalar() == dtypes.bool else ctx[s] for s in x.src]
+    return f"{ctx.ctype(x.dtype)}_bcast({lanes[0]})" if all(s is x.src[0] for s in x.src) else \
+        f"(({ctx.ctype(x.dtype)}){{{', '.join(lanes)}}})"
+
+
+def vector_load(ctx: RenderContext, x: UOp, idx: UOp) -> str | None:
+    if x.dtype.count == 1:
+        return None
+    # a vector of consecutive elements, unaligned
+    copy = f"__builtin_memcpy(&{ctx[x]}, &{ctx[idx]}, sizeof({ctx[x]}));"
+    return f"{ctx.ctype(x.dtype)} {ctx[x]} = {{{render_const(0, x.dtype.scalar(), '')}}};\n" + gated(ctx, idx, copy)
+
+
+def vector_store(ctx: RenderContext, idx: UOp, v: UOp) -> str | None:
+    if v.dtype.count == 1:
+        return None
+    return gated(ctx, idx, f"{{ {ctx.ctype(v.dtype)} v_ = {ctx[v]}; __builtin_memcpy(&{ctx[idx]}, &v_, sizeof(v_)); }}")
+
+
+def vector_alu(ctx: RenderContext, x: UOp) -> str | None:
+    # max, exp2 and select by the helpers of CRenderer.vector_helpers; 1/x divides a broadcast
+    if x.dtype.count == 1:
+        return None
+    if x.op is Ops.RECIPROCAL:
+        return f"({ctx.ctype(x.dtype)}_bcast(1.0{'f' if x.dtype.scalar() == dtypes.float32 else ''})/{ctx[x.src[0]]})"
+    return call(ctx, f"{ctx.ctype(x.dtype)}_{ {Ops.MAX: 'max', Ops.EXP2: 'exp2', Ops.WHERE: 'sel'}[x.op]}", x)
+
+
+def thread_or_unrolled_range(ctx: RenderContext, x: UOp) -> str | None:
+    if x.arg[1] is AxisType.THREAD:
+        n = ctx.renderer.max_threads
+        return f"#pragma omp parallel for num_threads({n}) if({ctx[x.src[0]]} > 1)\n" + render_range(ctx, x)
+    if x.arg[1] in (AxisType.UPCAST, AxisType.UNROLL) and x.src[0].op is Ops.CONST:
+        return f"#pragma GCC unroll {x.src[0].arg}\n" + render_range(ctx, x)
+    return None
+
+
+c_rewrite = PatternMatcher([
+    (UPat(Ops.CONST, dtype=dtypes.bfloat16, name="x"), lambda ctx, x: lane_const(ctx, x.arg, x.dtype)),
+    (UPat(Ops.CONST, name="x"), vector_const),
+    (UPat(Ops.CAST, src=(UPat(dtype=dtypes.bfloat16, name="y"),), name="x"),
+     lambda ctx, x, y: f"(({ctx.ctype(x.dtype)})emb_bf16_to_f32({ctx[y]}))"),
+    (UPat(Ops.CAST, dtype=dtypes.bfloat16, name="x"), lambda ctx, x: f"emb_f32_to_bf16((float){ctx[x.src[0]]})"),
+    (UPat(Ops.CAST, name="x"), lambda ctx, x: f"__builtin_convertvector({ctx[x.src[0]]}, {ctx.ctype(x.dtype)})"
+     if x.dtype.count > 1 else None),
+    (UPat(Ops.BITCAST, name="x"),
+     lambda ctx, x: f"({{ {ctx.ctype(x.dtype)} t_; __builtin_memcpy(&t_, &{ctx[x.src[0]]}, sizeof(t_)); t_; }})"),
+    (UPat(Ops.VECTORIZE, name="x"), vectorize),
+    (UPat(Ops.GEP, src=(UPat.var("a"), UPat.var("b")), name="x"),  # a shuffle of the lanes of a and b
+     lambda ctx, x, a, b: f"__builtin_shufflevector({ctx[a]}, {ctx[b]}, {', '.join(map(str, x.arg))})"),
+    (UPat(Ops.LOAD, src=(UPat(Ops.INDEX, name="idx"),), allow_any_len=True, name="x"), vector_load),
+    (UPat(Ops.STORE, src=(UPat(Ops.INDEX, name="idx"), UPat.var("v")), allow_any_len=True), vector_store),
+    (UPat((Ops.MAX, Ops.EXP2, Ops.WHERE, Ops.RECIPROCAL), name="x"), vector_alu),
+    (UPat(Ops.MAX, dtype=dtypes.floats, name="x"),  # NaN-propagating, as numpy
+     lambda ctx, x: call(ctx, "emb_max" if x.dtype == dtypes.float64 else "emb_maxf", x)),
+    (UPat(Ops.RANGE, name="x"), thread_or_unrolled_range),
+    # a panel (opt PACK) on the stack of the thread that fills it
+    (UPat(Ops.DEFINE_LOCAL, name="x"),
+     lambda ctx, x: f"{ctx.ctype(x.dtype.base)} {ctx[x]}[{x.dtype.size}] __attribute__((aligned(64)));"),
+])
+
+
+def _omp_threads() -> int:
+    # OpenMP's own variable (a list for nested levels: the first is ours); unset or empty: every core
+    first = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    return int(first) if first.isdigit() and int(first) > 0 else (os.cpu_count() or 1)
 
 
 _VECTOR_DTYPES = (dtypes.float32, dtypes.float64, dtypes.int32)
 
 
-class CRenderer(Renderer):
-    """C for the host: one function per kernel, `restrict` buffer pointers, OpenMP for THREAD loops."""
+class CRenderer(CStyleLanguage):
+    """C for the host: GCC vector types (`v16_float`) and their helpers, OpenMP for THREAD loops, float16 as
+    `_Float16`, bfloat16 stored as its 16 bits and computed in float."""
 
     device = "CPU"
     has_threads = True
-    max_threads = int(os.environ.get("OMP_NUM_THREADS", 0)) or (os.cpu_count() or 1)
+    max_threads = _omp_threads()
     max_vector = 16
-    supports_dtypes = tuple(C_TYPES)
+    type_map = {**C_TYPES, dtypes.float16: "_Float16", dtypes.bfloat16: "unsigned short"}
+    supports_dtypes = tuple(type_map)
     # GCC vector extensions: + * / negation and comparisons are lane-wise; max, select, reciprocal, exp2 of float32
-    # and conversions by the helpers of _vector_helpers or builtins; a comparison is a mask of -1 or 0 per int lane
+    # and conversions by the helpers of vector_helpers or builtins; a comparison is a mask of -1 or 0 per int lane
     vector_dtypes = _VECTOR_DTYPES
     vector_alu = {**dict.fromkeys((Ops.ADD, Ops.MUL, Ops.NEG, Ops.MAX, Ops.WHERE, Ops.CAST, Ops.CMPLT, Ops.CMPNE,
                                    Ops.CMPEQ), _VECTOR_DTYPES),
@@ -84,25 +354,22 @@ class CRenderer(Renderer):
                   Ops.EXP2: (dtypes.float32,)}
     mask_itemsize = 4
     mask_alu = frozenset({Ops.AND, Ops.OR, Ops.XOR, Ops.WHERE, Ops.ADD, Ops.MUL})  # (bool + and * are or, and)
+    string_rewrite = c_rewrite + base_rewrite
 
-    def ctype(self, dt: DType) -> str:
-        if isinstance(dt, PtrDType):
-            return self.ctype(dt.base) + "*"
+    def render_dtype(self, dt: DType) -> str:
         if dt.count > 1 and dt.scalar() == dtypes.bool:  # a mask: -1 or 0 in ints as wide as the values compared
             return f"v{dt.count}_int"
-        if dt.count > 1:  # a GCC vector type, declared by render: `v16_float`
-            return f"v{dt.count}_{self.ctype(dt.scalar()).replace(' ', '_')}"
-        if dt not in C_TYPES:
-            raise NotImplementedError(f"CRenderer: dtype {dt!r} is not supported by the C renderer yet")
-        return C_TYPES[dt]
+        if dt.count > 1:  # a GCC vector type, declared by vector_helpers: `v16_float`
+            return f"v{dt.count}_{self.render_dtype(dt.scalar()).replace(' ', '_')}"
+        return super().render_dtype(dt)
 
-    def _vector_helpers(self, dt: DType, typedefs: set[str]) -> str:
+    def vector_helpers(self, dt: DType, typedefs: set[str]) -> str:
         """The typedef of a vector type and its helpers: broadcast, NaN-propagating max (as emb_maxf), and for float
         exp2 (2^round(x) from the exponent bits times a degree-7 Taylor polynomial of 2^f, |f| <= 1/2: relative
         error < 1e-7; 0 below 2^-125, inf from 2^128 on, NaN stays NaN). round(x) comes from adding 1.5 * 2^23 (its
         low bits are then the integer, no float-int conversion); out-of-range lanes compute garbage bits that the
         two selects at the end replace (x + inf is inf, or NaN for a NaN)."""
-        vt, st, n = self.ctype(dt), self.ctype(dt.scalar()), dt.count
+        vt, st, n = self.render_dtype(dt), self.render_dtype(dt.scalar()), dt.count
         it = f"v{n}_{'int' if dt.scalar().itemsize == 4 else 'long_long'}"
         ist = "int" if dt.scalar().itemsize == 4 else "long long"
         out = ""
@@ -111,9 +378,9 @@ class CRenderer(Renderer):
                 typedefs.add(v)
                 out += guarded(f"T_{v}", f"typedef {t} {v} __attribute__((vector_size({dt.itemsize})));\n")
         helpers = (f"static inline {vt} {vt}_bcast({st} x) {{ return ({vt}){{{', '.join(['x'] * n)}}}; }}\n"
-                 f"static inline {vt} {vt}_sel({it} m, {vt} a, {vt} b) {{ "
-                 f"return ({vt})((m & ({it})a) | (~m & ({it})b)); }}\n"
-                 f"static inline {vt} {vt}_max({vt} a, {vt} b) {{ return {vt}_sel((a != a) | (a > b), a, b); }}\n")
+                   f"static inline {vt} {vt}_sel({it} m, {vt} a, {vt} b) {{ "
+                   f"return ({vt})((m & ({it})a) | (~m & ({it})b)); }}\n"
+                   f"static inline {vt} {vt}_max({vt} a, {vt} b) {{ return {vt}_sel((a != a) | (a > b), a, b); }}\n")
         if dt.scalar() == dtypes.float32:
             taylor = "".join(f"+f*({1 / math.factorial(k)!r}f" for k in range(1, 8)) + ")" * 7
             helpers += (f"static inline {vt} {vt}_exp2({vt} x) {{\n"
@@ -127,179 +394,10 @@ class CRenderer(Renderer):
                         f"}}\n")
         return out + guarded(f"H_{vt}", helpers)
 
-    def _alu(self, u: UOp, a: list[str]) -> str:
-        if u.dtype.count > 1 and u.op in (Ops.MAX, Ops.EXP2):  # vectors: the helpers of _vector_helpers
-            return f"{self.ctype(u.dtype)}_{'max' if u.op is Ops.MAX else 'exp2'}({', '.join(a)})"
-        if u.dtype.count > 1 and u.op is Ops.WHERE:
-            return f"{self.ctype(u.dtype)}_sel({', '.join(a)})"
-        if u.dtype.count > 1 and u.op is Ops.RECIPROCAL:
-            return f"({self.ctype(u.dtype)}_bcast(1.0{'f' if u.dtype.scalar() == dtypes.float32 else ''})/{a[0]})"
-        op, dt = u.op, u.src[0].dtype if u.op in (Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ) else u.dtype
-        is_float = dtypes.is_float(dt)
-        fns = _MATH["double" if dt == dtypes.float64 else "float"]
-        binary: dict[Ops, Callable[[str, str], str]] = {
-            Ops.ADD: lambda x, y: f"({x}+{y})", Ops.MUL: lambda x, y: f"({x}*{y})",
-            Ops.IDIV: lambda x, y: f"({x}/{y})", Ops.FDIV: lambda x, y: f"({x}/{y})",
-            Ops.MOD: (lambda x, y: f"{fns[6]}({x}, {y})") if is_float else (lambda x, y: f"({x}%{y})"),
-            Ops.MAX: (lambda x, y: f"{fns[7]}({x}, {y})") if is_float else (lambda x, y: f"(({x}>{y})?{x}:{y})"),
-            Ops.CMPLT: lambda x, y: f"({x}<{y})", Ops.CMPNE: lambda x, y: f"({x}!={y})",
-            Ops.CMPEQ: lambda x, y: f"({x}=={y})", Ops.AND: lambda x, y: f"({x}&{y})",
-            Ops.OR: lambda x, y: f"({x}|{y})", Ops.XOR: lambda x, y: f"({x}^{y})",
-            Ops.SHL: lambda x, y: f"({x}<<{y})", Ops.SHR: lambda x, y: f"({x}>>{y})",
-            Ops.POW: lambda x, y: f"{fns[5]}({x}, {y})"}
-        unary = {Ops.EXP2: fns[0], Ops.LOG2: fns[1], Ops.SIN: fns[2], Ops.SQRT: fns[3], Ops.TRUNC: fns[4]}
-        if dt.scalar() == dtypes.bool and op in (Ops.ADD, Ops.MUL):  # bool arithmetic stays bool: or / and
-            op = Ops.OR if op is Ops.ADD else Ops.AND
-        if op in binary:
-            ret = binary[op](a[0], a[1])
-        elif op in unary:
-            ret = f"{unary[op]}({a[0]})"
-        elif op is Ops.NEG:
-            ret = f"(-{a[0]})"
-        elif op is Ops.RECIPROCAL:
-            ret = f"(1.0f/{a[0]})" if dt != dtypes.float64 else f"(1.0/{a[0]})"
-        elif op is Ops.WHERE:
-            ret = f"({a[0]}?{a[1]}:{a[2]})"
-        elif op is Ops.MULACC:
-            ret = f"(({a[0]}*{a[1]})+{a[2]})"
-        else:
-            raise NotImplementedError(f"CRenderer: {op} is not supported")
-        # float16 math runs in float; the result is converted back where it is stored
-        return f"(({self.ctype(u.dtype)}){ret})" if dt == dtypes.float16 and op in unary else ret
-
-    def render(self, name: str, uops: tuple[UOp, ...]) -> str:
-        uses: dict[UOp, int] = {}
-        loop_of: dict[UOp, UOp | None] = {}
-        stack: list[UOp] = []
-        for u in uops:
-            for s in u.src:
-                uses[s] = uses.get(s, 0) + 1
-            loop_of[u] = stack[-1] if stack else None
-            if u.op is Ops.RANGE:
-                stack.append(u)
-            elif u.op is Ops.END:
-                stack.pop()
-        users_loop: dict[UOp, UOp | None] = {}
-        for u in uops:
-            for s in u.src:
-                users_loop[s] = loop_of[u]
-
-        bitcast_srcs = {u.src[0] for u in uops if u.op is Ops.BITCAST}
-
-        def inlinable(u: UOp) -> bool:
-            # one use in the same loop: the expression moves into its user (no work moves into an inner loop)
-            return u.op in (Ops.CONST, Ops.INDEX) or (u not in bitcast_srcs and u.op in (*_ALU_OPS, Ops.CAST) and
-                                                      uses.get(u, 0) == 1 and users_loop.get(u) is loop_of[u])
-
-        names: dict[UOp, str] = {}
-        params: list[tuple[tuple[int, int | str], str]] = []
-        written = {u.src[0].src[0] for u in uops if u.op is Ops.STORE and u.src[0].op is Ops.INDEX}
-        lines: list[str] = []
-        counter = 0
-        depth = 1
-
-        def emit(line: str) -> None:
-            lines.append("  " * depth + line)
-
-        for u in uops:
-            a = [names.get(s, "") for s in u.src]
-            if u.op is Ops.PARAM:
-                names[u] = f"data{u.arg}"
-                const = "" if u in written else "const "
-                params.append(((0, u.arg), f"{const}{self.ctype(u.dtype.base)}* restrict {names[u]}"))
-            elif u.op is Ops.DEFINE_VAR:
-                names[u] = u.arg[0]
-                params.append(((1, u.arg[0]), f"long long {u.arg[0]}"))  # after the buffers, by name (vars order)
-            elif u.op is Ops.CONST:
-                c = render_const(u.arg, u.dtype.scalar())
-                if u.dtype.count > 1 and u.dtype.scalar() == dtypes.bool:
-                    c = "-1" if u.arg else "0"  # a mask lane
-                names[u] = c if u.dtype.count == 1 else f"{self.ctype(u.dtype)}_bcast({c})"
-            elif u.op is Ops.VECTORIZE:  # one value in every lane is a broadcast
-                if u.dtype.scalar() == dtypes.bool:  # mask lanes: -1 or 0
-                    a = [f"-(int)({x})" for x in a]
-                names[u] = f"{self.ctype(u.dtype)}_bcast({a[0]})" if all(s is u.src[0] for s in u.src) else \
-                    f"(({self.ctype(u.dtype)}){{{', '.join(a)}}})"
-            elif u.op is Ops.GEP and isinstance(u.arg, tuple):  # a shuffle of the lanes of its sources
-                names[u] = f"__builtin_shufflevector({a[0]}, {a[-1]}, {', '.join(map(str, u.arg))})"
-            elif u.op is Ops.GEP:
-                names[u] = f"{a[0]}[{u.arg}]"
-            elif u.op is Ops.RANGE:
-                r = names[u] = f"r{u.arg[0]}"
-                kind = u.arg[1]
-                if kind is AxisType.THREAD:
-                    emit(f"#pragma omp parallel for num_threads({self.max_threads}) if({a[0]} > 1)")
-                elif kind in (AxisType.UPCAST, AxisType.UNROLL) and u.src[0].op is Ops.CONST:
-                    emit(f"#pragma GCC unroll {u.src[0].arg}")
-                emit(f"for (long long {r} = 0; {r} < {a[0]}; {r}++) {{")
-                depth += 1
-            elif u.op is Ops.END:
-                depth -= 1
-                emit("}")
-            elif u.op is Ops.DEFINE_REG:
-                names[u] = f"acc{u.arg}"
-            elif u.op is Ops.DEFINE_LOCAL:  # a panel (opt PACK) on the stack of the thread that fills it
-                names[u] = f"local{u.arg}"
-                emit(f"{self.ctype(u.dtype.base)} {names[u]}[{u.dtype.size}] __attribute__((aligned(64)));")
-            elif u.op is Ops.INDEX:
-                names[u] = f"{a[0]}[{a[1]}]"
-            elif u.op is Ops.LOAD:
-                if u.src[0].op is Ops.DEFINE_REG:
-                    names[u] = a[0]
-                    continue
-                idx = u.src[0]
-                names[u] = f"val{counter}"
-                counter += 1
-                if u.dtype.count > 1:  # a vector of consecutive elements, unaligned
-                    load = f"__builtin_memcpy(&{names[u]}, &{names[idx]}, sizeof({names[u]}));"
-                    zero = render_const(0, u.dtype.scalar())
-                    emit(f"{self.ctype(u.dtype)} {names[u]} = {{{zero}}};")
-                    emit(load if len(idx.src) == 2 else f"if ({names[idx.src[2]]}) {load}")
-                    continue
-                val = f"{names[idx]}" if len(idx.src) == 2 else f"({names[idx.src[2]]}?{names[idx]}:0)"
-                emit(f"{self.ctype(u.dtype)} {names[u]} = {val};")
-            elif u.op is Ops.STORE:
-                if u.src[0].op is Ops.DEFINE_REG:
-                    acc = u.src[0]
-                    init = u.src[1] is acc.src[0]  # the identity: the STORE that starts a reduce declares it
-                    emit(f"{self.ctype(acc.dtype)} {a[0]} = {a[1]};" if init else f"{a[0]} = {a[1]};")
-                    continue
-                idx = u.src[0]
-                store = f"{names[idx]} = {a[1]};" if u.src[1].dtype.count == 1 else \
-                    f"{{ {self.ctype(u.src[1].dtype)} v_ = {a[1]}; __builtin_memcpy(&{names[idx]}, &v_, sizeof(v_)); }}"
-                emit(store if len(idx.src) == 2 else f"if ({names[idx.src[2]]}) {store}")
-            elif u.op in _ALU_OPS or u.op in (Ops.CAST, Ops.BITCAST):
-                if u.op is Ops.CAST and u.src[0].dtype == dtypes.bfloat16:
-                    expr = f"(({self.ctype(u.dtype)})emb_bf16_to_f32({a[0]}))"
-                elif u.op is Ops.CAST and u.dtype == dtypes.bfloat16:
-                    expr = f"emb_f32_to_bf16((float){a[0]})"
-                elif u.op is Ops.CAST and u.dtype.count > 1:
-                    expr = f"__builtin_convertvector({a[0]}, {self.ctype(u.dtype)})"
-                elif u.op is Ops.CAST:
-                    expr = f"(({self.ctype(u.dtype)}){a[0]})"
-                elif u.op is Ops.BITCAST:
-                    expr = f"({{ {self.ctype(u.dtype)} t_; __builtin_memcpy(&t_, &{a[0]}, sizeof(t_)); t_; }})"
-                else:
-                    expr = self._alu(u, a)
-                if inlinable(u):
-                    names[u] = expr
-                else:
-                    names[u] = f"alu{counter}"
-                    counter += 1
-                    emit(f"{self.ctype(u.dtype)} {names[u]} = {expr};")
-            elif u.op in (Ops.SINK, Ops.NOOP):
-                continue
-            else:
-                raise NotImplementedError(f"CRenderer: cannot render {u.op}")
-        signature = ", ".join(p for _, p in sorted(params))
+    def render_kernel(self, name: str, body: list[str], uops: tuple[UOp, ...], ctx: RenderContext) -> str:
         # the vector types used (a mask is an int vector) each get their typedef and helpers once
         vectors = sorted({dtypes.int32.vec(u.dtype.count) if u.dtype.scalar() == dtypes.bool else u.dtype
                           for u in uops if u.dtype.count > 1 and not isinstance(u.dtype, PtrDType)})
         declared: set[str] = set()
-        typedefs = "".join(self._vector_helpers(dt, declared) for dt in vectors)
-        return _PRELUDE + typedefs + f"void {name}({signature}) {{\n" + "\n".join(lines) + "\n}\n"
-
-
-_ALU_OPS = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL, Ops.NEG, Ops.TRUNC, Ops.ADD, Ops.MUL,
-                      Ops.IDIV, Ops.MOD, Ops.MAX, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.AND, Ops.OR, Ops.XOR,
-                      Ops.SHL, Ops.SHR, Ops.FDIV, Ops.POW, Ops.WHERE, Ops.MULACC})
+        typedefs = "".join(self.vector_helpers(dt, declared) for dt in vectors)
+        return _PRELUDE + typedefs + super().render_kernel(name, body, uops, ctx)
