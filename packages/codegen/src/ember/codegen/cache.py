@@ -19,12 +19,7 @@ from pathlib import Path
 from ember.codegen.pipeline import to_program
 from ember.codegen.program import Opt, ProgramSpec
 from ember.codegen.renderer import Renderer
-from ember.uops import UOp
-from ember.uops.render import render
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("EMBER_CACHE_DIR") or Path.home() / ".cache" / "ember").expanduser()
+from ember.uops import UOp, render, settings
 
 
 @functools.cache
@@ -64,13 +59,13 @@ def _renderer_id(renderer: Renderer) -> str:
 def _program_path(ast: UOp, renderer: Renderer, opts: list[Opt] | None) -> Path | None:
     """Where the program of this kernel is cached; None under NOOPT (what `opts=None` means then depends on the
     environment: not cached)."""
-    if os.environ.get("NOOPT"):
+    if settings.NOOPT.value:
         return None
-    return cache_root() / "program" / f"{kernel_key(ast, _renderer_id(renderer), opts)}.pkl"
+    return settings.cache_root() / "program" / f"{kernel_key(ast, _renderer_id(renderer), opts)}.pkl"
 
 
 def _read_program(path: Path | None) -> ProgramSpec | None:
-    if path is None or os.environ.get("CACHE", "1") == "0":
+    if path is None or not settings.CACHE.value:
         return None
     try:
         spec = pickle.loads(path.read_bytes())

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import os
-
 from ember.codegen.heuristic import hand_coded_opts
 from ember.codegen.linearize import linearize
 from ember.codegen.lower import lower
 from ember.codegen.opt import apply_opts, kernel_ranges, range_size
 from ember.codegen.program import BufferArg, Estimates, Opt, ProgramSpec
 from ember.codegen.renderer import Renderer
-from ember.uops import AxisType, Ops, UOp, graph_rewrite, symbolic, verify
+from ember.uops import AxisType, Ops, UOp, graph_rewrite, settings, symbolic, verify
 
 
 def kernel_name(ast: UOp) -> str:
@@ -53,18 +51,20 @@ _FLOP_OPS = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL, Op
 def to_program(ast: UOp, renderer: Renderer, opts: list[Opt] | None = None) -> ProgramSpec:
     """Compile a kernel AST (a SINK of END(STORE(INDEX(PARAM, idx), value), *ranges)) for `renderer`.
 
-    `opts=None` picks opts with the hand-coded heuristic; `opts=[]` applies none."""
+    `opts=None` picks opts with the hand-coded heuristic (none under NOOPT); `opts=[]` applies none."""
     if ast.op is not Ops.SINK:
         raise ValueError(f"to_program: the kernel AST must be a SINK, got {ast.op}")
-    if os.environ.get("SPEC"):
+    if settings.SPEC.value:
         verify(ast, "kernel")
     if opts is None:
-        opts = [] if os.environ.get("NOOPT") else hand_coded_opts(ast, renderer)
-    opt_ast = graph_rewrite(apply_opts(ast, opts), symbolic, name="postopt symbolic")
-    name = kernel_name(opt_ast)
-    uops = linearize(lower(opt_ast, renderer))
+        opts = [] if settings.NOOPT.value else hand_coded_opts(ast, renderer)
+    sink = apply_opts(ast, opts)
+    sink = graph_rewrite(sink, symbolic, name="postopt symbolic")
+    name = kernel_name(sink)
+    sink = lower(sink, renderer)
+    uops = linearize(sink)
     src = renderer.render(name, uops)
-    if int(os.environ.get("DEBUG", "0")) >= 4:
+    if settings.DEBUG.value >= 4:
         print(src)
     written = {u.src[0].src[0] for u in uops if u.op is Ops.STORE and u.src[0].op is Ops.INDEX}
     bufs = tuple(BufferArg(u.arg, u.dtype.base, u.dtype.size, u in written)

@@ -2,11 +2,12 @@
 codegen of a schedule's many kernels (Python: one core, whatever the threads) uses the machine's other cores.
 
 Each worker is a `python` running `worker_main`, fed requests on its stdin and answering on its stdout, in frames of an
-8-byte little-endian length and a pickle. A request is `(environment, ast, renderer, opts)`: the caller's
-`os.environ` goes along, so NOOPT, CACHE, EMBER_CACHE_DIR ... mean in the worker what they mean in the caller at that
-moment. The answer is `(True, ProgramSpec)` or `(False, message)`. What a worker prints (DEBUG=4 sources) goes to its
-stderr. A kernel a worker cannot build (an error, a graph too deep to pickle, a dead worker) goes back to the caller,
-which builds it itself: an error surfaces in the caller's process, with its traceback.
+8-byte little-endian length and a pickle. A request is `(environment, ast, renderer, opts)`: the caller's settings go
+along (`settings.environ()`: its environment with the active `Context` overrides), so NOOPT, CACHE, EMBER_CACHE_DIR ...
+mean in the worker what they mean in the caller at that moment. The answer is `(True, ProgramSpec)` or
+`(False, message)`. What a worker prints (DEBUG=4 sources) goes to its stderr. A kernel a worker cannot build (an
+error, a graph too deep to pickle, a dead worker) goes back to the caller, which builds it itself: an error surfaces
+in the caller's process, with its traceback.
 
     pool = CodegenPool(1)
     handle = pool.drain(work, lambda key: (key.ast, renderer, None), on_done)   # threads pull from work's right end
@@ -31,7 +32,7 @@ from typing import IO, Any, Generic, TypeVar
 from ember.codegen.cache import cached_program
 from ember.codegen.program import Opt, ProgramSpec
 from ember.codegen.renderer import Renderer
-from ember.uops import UOp
+from ember.uops import UOp, settings
 
 T = TypeVar("T")
 _WORKER = "from ember.codegen.pool import worker_main; worker_main()"
@@ -56,7 +57,7 @@ class _Worker:
 
     def __init__(self) -> None:
         # the caller's import path: a worker imports what the caller imported, however it found it
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        env = {**settings.environ(), "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         self.proc = subprocess.Popen([sys.executable, "-c", _WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      env=env)
         self.lock = threading.Lock()
@@ -64,7 +65,7 @@ class _Worker:
     def build(self, ast: UOp, renderer: Renderer, opts: list[Opt] | None) -> ProgramSpec | None:
         """The program, or None if this worker could not make it (the caller builds it then)."""
         try:
-            request = pickle.dumps((dict(os.environ), ast, renderer, opts), protocol=pickle.HIGHEST_PROTOCOL)
+            request = pickle.dumps((settings.environ(), ast, renderer, opts), protocol=pickle.HIGHEST_PROTOCOL)
         except (RecursionError, pickle.PicklingError, TypeError, AttributeError):
             return None
         with self.lock:

@@ -19,20 +19,20 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
-from ember.codegen.cache import cache_root, kernel_key, write_atomic
+from ember.codegen.cache import kernel_key, write_atomic
 from ember.codegen.heuristic import hand_coded_opts
 from ember.codegen.opt import KernelOptError, apply_opts, kernel_ranges, range_size
 from ember.codegen.pipeline import to_program
 from ember.codegen.program import Opt, OptOps, ProgramSpec
 from ember.codegen.renderer import Renderer
-from ember.uops import AxisType, Ops, UOp
+from ember.uops import AxisType, Ops, UOp, settings
 
 MAX_EXPANSION = 256  # most copies the UPCAST / UNROLL / PARTIAL axes of one kernel may expand into
 timed = 0  # candidates timed in this process (a search answered by the cache times none)
 
 
 def cache_path(ast: UOp, device_key: str, width: int) -> Path:
-    return cache_root() / "beam" / f"{kernel_key(ast, device_key, width)}.json"
+    return settings.cache_root() / "beam" / f"{kernel_key(ast, device_key, width)}.json"
 
 
 def _expansion(ast: UOp) -> int:
