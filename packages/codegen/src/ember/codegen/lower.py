@@ -1,4 +1,5 @@
-"""Lowering: a kernel AST with REDUCEs becomes loads and stores of accumulators, ready to linearize.
+"""Lowering: a kernel AST with REDUCEs becomes loads and stores of accumulators, ready to linearize. `lower` is a list
+of named steps: expand (UPCAST/UNROLL copies), vectorize, lower reduces, decompose (bfloat16 math in float32).
 
 A REDUCE(value, *ranges) becomes
     acc  = DEFINE_REG(identity)                 declared once
@@ -17,6 +18,17 @@ from ember.codegen.renderer import Renderer
 from ember.codegen.vectorize import vectorize
 from ember.uops import DType, GroupOp, Ops, PatternMatcher, UOp, UPat, dtypes, graph_rewrite, pm_divmod, symbolic_simple
 
+_NO_RANGES: frozenset[UOp] = frozenset()
+
+
+def _union(sets: list[frozenset[UOp]]) -> frozenset[UOp]:
+    # (most nodes add no range to their sources': their set is a source's, no new one)
+    ret = sets[0] if sets else _NO_RANGES
+    for x in sets[1:]:
+        if x is not ret and not x <= ret:
+            ret = ret | x
+    return ret
+
 
 class ReduceContext:
     """What lowering a REDUCE needs from the whole kernel, found in one walk before the rewrite: the reduces that share
@@ -25,26 +37,29 @@ class ReduceContext:
     lowered (those of its loop's other values too: they share the loop)."""
 
     def __init__(self, sink: UOp):
-        nodes = sink.toposort()
-        depth: dict[UOp, int] = {}  # reduces nested in a node, deepest chain
-        for u in nodes:
-            d = max((depth[s] for s in u.src), default=0)
-            depth[u] = d + 1 if u.op is Ops.REDUCE else d
+        reduces = [u for u in sink.toposort() if u.op is Ops.REDUCE]
+        # (what lies below a reduce's value is all that matters: the rest is never inside a reduce's loop)
+        below = UOp(Ops.NOOP, dtypes.void, tuple(r.src[0] for r in reduces)).toposort()[:-1] if reduces else []
+        depth: dict[UOp, int] = {}  # the reduces nested in a node, deepest chain
+        for u in below:
+            depth[u] = max(map(depth.__getitem__, u.src), default=0) + (u.op is Ops.REDUCE)
+        for red in reduces:
+            depth[red] = depth[red.src[0]] + 1  # (its other sources are ranges)
         groups: dict[tuple[int, tuple[UOp, ...]], list[UOp]] = {}
-        for red in sorted((u for u in nodes if u.op is Ops.REDUCE and len(u.src) > 1), key=lambda u: depth[u]):
+        for red in sorted((r for r in reduces if len(r.src) > 1), key=depth.__getitem__):
             groups.setdefault((depth[red], tuple(sorted(red.src[1:], key=range_order))), []).append(red)
         self.group = {red: tuple(g) for g in groups.values() for red in g}
         ids = itertools.count()
         self.acc_id = {red: next(ids) for g in groups.values() for red in g}
         # the open ranges of a lowered reduce are its loop's: every node after the values of the loops below it
         open_ranges: dict[UOp, frozenset[UOp]] = {}
-        for u in sorted(nodes, key=lambda u: depth[u]):
+        for u in sorted(below, key=depth.__getitem__):
             if u.op is Ops.REDUCE:
                 values = [open_ranges[r.src[0]] for r in self.group.get(u, (u,))]
                 open_ranges[u] = frozenset().union(*values) - set(u.src[1:])
                 continue
-            s = frozenset().union(*(open_ranges[x] for x in u.src))
-            open_ranges[u] = s | {u} if u.op is Ops.RANGE else s - set(u.src[1:]) if u.op is Ops.END else s
+            rs = _union([open_ranges[x] for x in u.src])
+            open_ranges[u] = rs | {u} if u.op is Ops.RANGE else rs - set(u.src[1:]) if u.op is Ops.END else rs
         self.outer = {red: tuple(sorted(open_ranges[red.src[0]] - set(red.src[1:]), key=range_order))
                       for red in self.group}
         self.lowered: dict[UOp, UOp] = {}
@@ -136,7 +151,8 @@ def lower(ast: UOp, renderer: Renderer | None = None) -> UOp:
     """The kernel with UPCAST/UNROLL ranges expanded (and vectorized as `renderer` allows), every REDUCE turned into
     accumulator loads and stores, and bfloat16 math done in float32.
     Reduces over the same ranges at the same depth (the copies an upcast made) share one loop."""
-    ast = graph_rewrite(ast, pm_lower_expand, name="expand")
-    ast = vectorize(ast, renderer if renderer is not None else Renderer())  # (imperative SLP: see vectorize.py)
-    ast = graph_rewrite(ast, pm_lower_reduce, ctx=ReduceContext(ast), bottom_up=True, name="lower reduces")
-    return graph_rewrite(ast, pm_decompose, name="decompose")
+    sink = graph_rewrite(ast, pm_lower_expand, name="expand")
+    sink = vectorize(sink, renderer if renderer is not None else Renderer())  # (one imperative step: see its doc)
+    sink = graph_rewrite(sink, pm_lower_reduce, ctx=ReduceContext(sink), bottom_up=True, name="lower reduces")
+    sink = graph_rewrite(sink, pm_decompose, name="decompose")
+    return sink
