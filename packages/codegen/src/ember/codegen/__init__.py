@@ -3,7 +3,7 @@
 __version__ = "0.5.0"
 
 from ember.codegen.cache import cached_program, load_program  # noqa: E402
-from ember.codegen.cstyle import CRenderer  # noqa: E402
+from ember.codegen.cstyle import CRenderer, CStyleLanguage, RenderContext, base_rewrite  # noqa: E402
 from ember.codegen.heuristic import hand_coded_opts  # noqa: E402
 from ember.codegen.linearize import linearize  # noqa: E402
 from ember.codegen.lower import lower  # noqa: E402
@@ -14,6 +14,6 @@ from ember.codegen.program import BufferArg, Estimates, Opt, OptOps, ProgramSpec
 from ember.codegen.renderer import Renderer  # noqa: E402
 from ember.codegen.search import beam_search  # noqa: E402
 
-__all__ = ["cached_program", "load_program", "CodegenPool", "CRenderer", "linearize", "lower", "KernelOptError",
-           "apply_opts", "hand_coded_opts", "kernel_ranges", "BufferArg", "Estimates", "Opt", "OptOps", "ProgramSpec",
-           "Renderer", "beam_search", "to_program"]
+__all__ = ["cached_program", "load_program", "CodegenPool", "CRenderer", "CStyleLanguage", "RenderContext",
+           "base_rewrite", "linearize", "lower", "KernelOptError", "apply_opts", "hand_coded_opts", "kernel_ranges",
+           "BufferArg", "Estimates", "Opt", "OptOps", "ProgramSpec", "Renderer", "beam_search", "to_program"]
