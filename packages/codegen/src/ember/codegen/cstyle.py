@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import os
 import struct
+from collections.abc import Callable
 
 from ember.codegen.renderer import Renderer
 from ember.uops import AxisType, DType, GroupOp, Ops, PatternMatcher, PtrDType, UOp, UPat, dtypes
@@ -169,14 +170,6 @@ base_rewrite = PatternMatcher([
     (UPat(Ops.BITCAST, name="x"), lambda ctx, x: f"(*(({ctx.ctype(x.dtype)}*)&{ctx[x.src[0]]}))"),
 ])
 
-# statements: their rule's text is lines of the function body (a value's is an expression)
-_STATEMENTS = frozenset({Ops.STORE, Ops.RANGE, Ops.END, Ops.DEFINE_LOCAL})
-# names fixed by the UOp (a loop by its axis id); other declared values are counted: val0, alu1, ...
-_FIXED_NAMES = {Ops.PARAM: lambda u: f"data{u.arg}", Ops.DEFINE_VAR: lambda u: u.arg[0],
-                Ops.RANGE: lambda u: f"r{u.arg[0]}", Ops.DEFINE_REG: lambda u: f"acc{u.arg}",
-                Ops.DEFINE_LOCAL: lambda u: f"local{u.arg}"}
-
-
 class CStyleLanguage(Renderer):
     """Generic C: one function per kernel, `restrict` buffer pointers, scalar code. Subclasses add rules in front of
     `string_rewrite` and override `render_dtype` / `render_kernel` for their types and function signature."""
@@ -184,6 +177,12 @@ class CStyleLanguage(Renderer):
     string_rewrite: PatternMatcher = base_rewrite
     type_map: dict[DType, str] = C_TYPES
     supports_dtypes = tuple(C_TYPES)
+    # statements: their rule's text is lines of the function body (a value's is an expression)
+    statements = frozenset({Ops.STORE, Ops.RANGE, Ops.END, Ops.DEFINE_LOCAL})
+    # names fixed by the UOp (a loop by its axis id); other declared values are counted: val0, alu1, ...
+    fixed_names: dict[Ops, Callable[[UOp], str]] = {
+        Ops.PARAM: lambda u: f"data{u.arg}", Ops.DEFINE_VAR: lambda u: u.arg[0], Ops.RANGE: lambda u: f"r{u.arg[0]}",
+        Ops.DEFINE_REG: lambda u: f"acc{u.arg}", Ops.DEFINE_LOCAL: lambda u: f"local{u.arg}"}
 
     def render_dtype(self, dt: DType) -> str:
         if isinstance(dt, PtrDType):
@@ -209,15 +208,15 @@ class CStyleLanguage(Renderer):
                 continue
             if u.op is Ops.END:
                 depth -= 1
-            declared = u.op not in _FIXED_NAMES and ctx.declared(u)
-            if u.op in _FIXED_NAMES:
-                ctx.names[u] = _FIXED_NAMES[u.op](u)
+            declared = u.op not in self.fixed_names and ctx.declared(u)
+            if u.op in self.fixed_names:
+                ctx.names[u] = self.fixed_names[u.op](u)
             elif declared:
                 ctx.names[u] = ctx.fresh("val" if u.op is Ops.LOAD else "alu")
             text = self.string_rewrite.rewrite(u, ctx=ctx)
             if not isinstance(text, str):
                 raise NotImplementedError(f"{type(self).__name__}: cannot render {u.op}")
-            if u.op in _STATEMENTS or u.op is Ops.LOAD and declared:
+            if u.op in self.statements or u.op is Ops.LOAD and declared:  # (a load declares its value itself)
                 body.extend("  " * depth + line for line in text.split("\n"))
             elif declared:
                 body.append("  " * depth + f"{self.render_dtype(u.dtype)} {ctx[u]} = {text};")
