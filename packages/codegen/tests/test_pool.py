@@ -6,7 +6,7 @@ from collections import deque
 import pytest
 
 from ember.codegen import CodegenPool, CRenderer, to_program
-from ember.uops import AxisType, Ops, UOp, dtypes
+from ember.uops import AxisType, Ops, UOp, dtypes, settings
 
 
 def param(slot, n):
@@ -52,6 +52,13 @@ def test_the_caller_environment_goes_along(pool, monkeypatch):
     monkeypatch.setenv("NOOPT", "1")  # set after the worker started: it still applies to the next request
     done, _ = run(pool, [(64, 48)], lambda s: (matvec_ast(*s), CRenderer(), None))
     assert done[(64, 48)].applied_opts == () and done[(64, 48)].src == to_program(matvec_ast(64, 48), CRenderer()).src
+
+
+def test_context_overrides_go_along(pool):
+    run(pool, [(64, 48)], lambda s: (matvec_ast(*s), CRenderer(), None))  # the worker is up
+    with settings.Context(NOOPT=True):  # not in os.environ: the request carries settings.environ()
+        done, _ = run(pool, [(64, 48)], lambda s: (matvec_ast(*s), CRenderer(), None))
+    assert done[(64, 48)].applied_opts == ()
 
 
 def test_what_a_worker_cannot_build_comes_back(pool):

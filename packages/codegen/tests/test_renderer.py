@@ -1,0 +1,107 @@
+"""Renderers as rule tables: a subclass that overrides one rule changes only that op's text; the generic C base renders
+scalar C alone; the vector capabilities on the renderer decide what the lowering vectorizes."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from ember.codegen import CRenderer, CStyleLanguage, to_program
+from ember.uops import AxisType, Ops, PatternMatcher, UOp, UPat, dtypes
+
+
+def param(slot, n, dt=dtypes.float32):
+    return UOp(Ops.PARAM, dt.ptr(n), (), slot)
+
+
+def exp2_mul_ast(n):
+    """out[i] = exp2(a[i]) * b[i] + a[i]"""
+    r0 = UOp.range(n, 0, AxisType.GLOBAL)
+    a, b = param(1, n).index(r0).load(), param(2, n).index(r0).load()
+    return UOp.sink(param(0, n).index(r0).store(a.exp2() * b + a).end(r0))
+
+
+def matvec_ast(n, m):
+    r0, r1 = UOp.range(n, 0, AxisType.GLOBAL), UOp.range(m, 1, AxisType.REDUCE)
+    val = param(1, n * m).index(r0 * m + r1).load() * param(2, m).index(r1).load()
+    return UOp.sink(param(0, n).index(r0).store(UOp(Ops.REDUCE, dtypes.float32, (val, r1), Ops.ADD)).end(r0))
+
+
+def row_max_ast(n, m):
+    """out[i] = max_j a[i, j]"""
+    r0, r1 = UOp.range(n, 0, AxisType.GLOBAL), UOp.range(m, 1, AxisType.REDUCE)
+    val = param(1, n * m).index(r0 * m + r1).load()
+    return UOp.sink(param(0, n).index(r0).store(UOp(Ops.REDUCE, dtypes.float32, (val, r1), Ops.MAX)).end(r0))
+
+
+class MyExp2Renderer(CRenderer):
+    string_rewrite = PatternMatcher([
+        (UPat(Ops.EXP2, dtype=dtypes.float32, name="x"), lambda ctx, x: f"my_exp2({ctx[x.src[0]]})"),
+    ]) + CRenderer.string_rewrite
+
+
+def test_a_subclass_overriding_one_rule_changes_only_that_op(run_c, rng):
+    ast = exp2_mul_ast(100)
+    base, mine = to_program(ast, CRenderer(), []), to_program(ast, MyExp2Renderer(), [])
+    assert "exp2f(" in base.src and mine.src == base.src.replace("exp2f(", "my_exp2(")
+    a, b = rng.standard_normal(100, dtype=np.float32), rng.standard_normal(100, dtype=np.float32)
+    helper = "#include <math.h>\nstatic float my_exp2(float x) { return exp2f(x); }\n"
+    (out, *_) = run_c(dataclasses.replace(mine, src=helper + mine.src), np.zeros(100, np.float32), a, b)
+    np.testing.assert_allclose(out, np.exp2(a) * b + a, rtol=1e-5, atol=1e-6)
+
+
+def test_the_generic_c_base_renders_scalar_c(run_c, rng):
+    # no vectors, threads, pragmas or helpers: plain C99 that any C compiler takes
+    prg = to_program(matvec_ast(7, 33), CStyleLanguage())
+    assert "v16" not in prg.src and "#pragma" not in prg.src and "emb_" not in prg.src
+    a, b = rng.standard_normal((7, 33), dtype=np.float32), rng.standard_normal(33, dtype=np.float32)
+    (out, *_) = run_c(prg, np.zeros(7, np.float32), a, b)
+    np.testing.assert_allclose(out, a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_an_op_it_has_no_rule_for_is_an_error():
+    r0 = UOp.range(4, 0, AxisType.GLOBAL)
+    ast = UOp.sink(param(0, 4).index(r0).store(param(1, 4).index(r0).load().cast(dtypes.bfloat16)
+                                               .cast(dtypes.float32)).end(r0))
+    to_program(ast, CRenderer(), [])  # (the CPU stores bfloat16 as bits)
+    with pytest.raises(NotImplementedError, match="CStyleLanguage: dtype dtypes.bfloat16 is not supported"):
+        to_program(ast, CStyleLanguage(), [])
+
+
+class ScalarCRenderer(CRenderer):
+    max_vector = 1
+
+
+class NoVectorALURenderer(CRenderer):
+    vector_alu = {}
+    mask_alu = frozenset()
+
+
+class NoVectorExp2Renderer(CRenderer):
+    vector_alu = {op: dts for op, dts in CRenderer.vector_alu.items() if op is not Ops.EXP2}
+
+
+@pytest.mark.parametrize("ast_fn, shape, ref", [
+    (exp2_mul_ast, (256,), lambda a, b: np.exp2(a) * b + a),
+    (matvec_ast, (32, 64), lambda a, b: a @ b),
+    (row_max_ast, (32, 64), lambda a: a.max(1)),
+])
+def test_the_vector_capabilities_drive_vectorization(run_c, rng, ast_fn, shape, ref):
+    ast = ast_fn(*shape)
+    ins = [rng.standard_normal(shape, dtype=np.float32)] + \
+        ([rng.standard_normal(shape[-1:], dtype=np.float32)] if ast_fn is not row_max_ast else [])
+    want = ref(*ins)
+    srcs = {}
+    for renderer in (CRenderer(), ScalarCRenderer(), NoVectorALURenderer(), NoVectorExp2Renderer()):
+        prg = to_program(ast, renderer)
+        (out, *_) = run_c(prg, np.zeros(want.shape, np.float32), *ins)
+        np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5, err_msg=type(renderer).__name__)
+        srcs[type(renderer).__name__] = prg.src
+    assert "v16_float" in srcs["CRenderer"]  # the heuristic's upcasts become vectors on the CPU
+    assert "vector_size" not in srcs["ScalarCRenderer"]  # max_vector 1: no vector type at all
+    # no vector ALU: whatever vectors remain (loads, stores) are computed on lane by lane
+    assert not any(f"v16_float_{h}(" in srcs["NoVectorALURenderer"] for h in ("exp2", "max", "sel"))
+    if ast_fn is exp2_mul_ast:
+        assert "v16_float_exp2(" in srcs["CRenderer"] and "exp2f(" not in srcs["CRenderer"]
+        # exp2 alone lane by lane, the rest still on vectors
+        assert "exp2f(" in srcs["NoVectorExp2Renderer"] and "v16_float" in srcs["NoVectorExp2Renderer"]

@@ -1,0 +1,87 @@
+"""The stages as modules and tables: opt application apart from the heuristic, the reduce lowering rule, settings."""
+
+import ast as pyast
+import importlib.util
+
+import numpy as np
+import pytest
+
+import ember.codegen
+from ember.codegen import CRenderer, Opt, OptOps, apply_opts, linearize, lower, to_program
+from ember.codegen.opt import APPLY_OPT
+from ember.uops import AxisType, Ops, UOp, dtypes, settings
+
+
+def param(slot, n, dt=dtypes.float32):
+    return UOp(Ops.PARAM, dt.ptr(n), (), slot)
+
+
+def matmul_ast(n, k, m):
+    r0, r1, r2 = UOp.range(n, 0, AxisType.GLOBAL), UOp.range(m, 1, AxisType.GLOBAL), UOp.range(k, 2, AxisType.REDUCE)
+    val = param(1, n * k).index(r0 * k + r2).load() * param(2, k * m).index(r2 * m + r1).load()
+    red = UOp(Ops.REDUCE, dtypes.float32, (val, r2), Ops.ADD)
+    return UOp.sink(param(0, n * m).index(r0 * m + r1).store(red).end(r0, r1))
+
+
+def softmax_denominator_ast(n, m):
+    """out[i] = sum_j exp2(a[i, j] - max_k a[i, k]): a reduce inside another's value"""
+    r0, r1, r2 = UOp.range(n, 0, AxisType.GLOBAL), UOp.range(m, 1, AxisType.REDUCE), UOp.range(m, 2, AxisType.REDUCE)
+    row_max = UOp(Ops.REDUCE, dtypes.float32, (param(1, n * m).index(r0 * m + r2).load(), r2), Ops.MAX)
+    val = (param(1, n * m).index(r0 * m + r1).load() - row_max).exp2()
+    return UOp.sink(param(0, n).index(r0).store(UOp(Ops.REDUCE, dtypes.float32, (val, r1), Ops.ADD)).end(r0))
+
+
+def imported_modules(module: str) -> set[str]:
+    spec = importlib.util.find_spec(module)
+    assert spec is not None and spec.origin is not None
+    tree = pyast.parse(open(spec.origin).read())
+    return {n.module for n in pyast.walk(tree) if isinstance(n, pyast.ImportFrom) and n.module} | \
+        {a.name for n in pyast.walk(tree) if isinstance(n, pyast.Import) for a in n.names}
+
+
+def test_opt_application_and_the_heuristic_are_separate_modules():
+    import ember.codegen.heuristic as heuristic
+    import ember.codegen.opt as opt
+
+    # opt.py defines what an Opt does and knows nothing of who picks them; the heuristic builds on it
+    assert not {"ember.codegen.heuristic", "ember.codegen.search", "ember.codegen.pipeline"} & \
+        imported_modules("ember.codegen.opt")
+    assert "ember.codegen.opt" in imported_modules("ember.codegen.heuristic")
+    assert ember.codegen.hand_coded_opts is heuristic.hand_coded_opts and ember.codegen.apply_opts is opt.apply_opts
+    assert not hasattr(opt, "hand_coded_opts")
+
+
+def test_every_opt_the_cpu_applies_has_an_entry_in_the_dispatch_table():
+    assert set(APPLY_OPT) == set(OptOps) - {OptOps.LOCAL, OptOps.GROUP, OptOps.TC}
+
+
+def test_reduces_over_the_same_ranges_share_one_loop():
+    # an 8 x 4 tile of a matmul: 32 reduces over the one k range, lowered into one loop with 32 accumulators
+    uops = linearize(lower(apply_opts(matmul_ast(16, 8, 16), [Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.UPCAST, 0, 8)])))
+    regs = [u for u in uops if u.op is Ops.DEFINE_REG]
+    assert sum(u.op is Ops.RANGE for u in uops) == 3 and sorted(r.arg for r in regs) == list(range(32))
+    assert not any(u.op is Ops.REDUCE for u in uops)
+
+
+@pytest.mark.parametrize("opts", [[], None, [Opt(OptOps.UPCAST, 0, 4)], [Opt(OptOps.UNROLL, 2, 4)]])
+def test_a_reduce_inside_a_reduce(run_c, rng, opts):
+    n, m = 8, 24
+    a = rng.standard_normal((n, m), dtype=np.float32)
+    prg = to_program(softmax_denominator_ast(n, m), CRenderer(), opts)
+    (out, *_) = run_c(prg, np.zeros(n, np.float32), a)
+    np.testing.assert_allclose(out, np.exp2(a - a.max(1, keepdims=True)).sum(1), rtol=1e-5)
+    # the inner max is computed once per row, before the sum's loop: two loops inside the rows' one
+    assert sum(u.op is Ops.RANGE and u.arg[1] is AxisType.REDUCE for u in prg.uops) == 2
+
+
+def test_settings_come_from_ember_uops_settings(monkeypatch):
+    ast = matmul_ast(16, 16, 16)
+    monkeypatch.setenv("DEBUG", "")  # empty: the default (it used to crash int())
+    assert to_program(ast, CRenderer()).applied_opts != ()
+    with settings.Context(NOOPT=True):
+        assert to_program(ast, CRenderer()).applied_opts == ()
+    monkeypatch.setenv("NOOPT", "0")  # off, not "set"
+    assert to_program(ast, CRenderer()).applied_opts != ()
+    monkeypatch.setenv("NOOPT", "maybe")
+    with pytest.raises(ValueError, match="NOOPT='maybe'"):
+        to_program(ast, CRenderer())
