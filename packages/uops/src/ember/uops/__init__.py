@@ -16,8 +16,10 @@ from ember.uops.dtype import (  # noqa: E402
                               truncate,
 )
 from ember.uops.gradient import gradient, pm_gradient  # noqa: E402
+from ember.uops.mixin import ElementwiseMixin  # noqa: E402
 from ember.uops.movement import movement_index, view_index  # noqa: E402
-from ember.uops.ops import AxisType, GroupOp, Ops, UOp  # noqa: E402
+from ember.uops.opcodes import GroupOp, Ops  # noqa: E402
+from ember.uops.ops import AxisType, UOp  # noqa: E402
 from ember.uops.render import render, render_expr  # noqa: E402
 from ember.uops.rewrite import PatternMatcher, RewriteLoopError, UPat, graph_rewrite  # noqa: E402
 from ember.uops.shape import broadcast_shape, prod, sint  # noqa: E402
@@ -26,8 +28,8 @@ from ember.uops.symbolic import exec_alu, gate_loads, linear_terms, pm_divmod, s
 
 __all__ = [
     "AxisType", "AddrSpace", "DType", "PtrDType", "dtypes", "from_numpy_dtype", "least_upper_dtype", "sum_acc_dtype",
-    "to_numpy_dtype", "truncate", "gradient", "pm_gradient", "movement_index", "view_index", "GroupOp", "Ops", "UOp",
-    "render", "render_expr",
+    "to_numpy_dtype", "truncate", "gradient", "pm_gradient", "movement_index", "view_index", "ElementwiseMixin",
+    "GroupOp", "Ops", "UOp", "render", "render_expr",
     "PatternMatcher", "RewriteLoopError", "UPat", "graph_rewrite", "broadcast_shape", "prod", "sint", "SpecError",
     "verify", "exec_alu", "linear_terms", "symbolic", "symbolic_simple", "gate_loads", "pm_divmod", "settings",
 ]

@@ -9,7 +9,8 @@ from __future__ import annotations
 import math
 
 from ember.uops.dtype import dtypes
-from ember.uops.ops import GroupOp, Ops, UOp
+from ember.uops.opcodes import GroupOp, Ops
+from ember.uops.ops import UOp
 from ember.uops.rewrite import PatternMatcher, UPat
 
 _LN2 = math.log(2)

@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from ember.uops.dtype import dtypes
-from ember.uops.ops import GroupOp, Ops, UOp
+from ember.uops.opcodes import GroupOp, Ops
+from ember.uops.ops import UOp
 from ember.uops.shape import Shape, is_int, sint
 
 Valid = UOp | None  # None: always valid

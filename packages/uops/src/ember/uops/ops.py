@@ -1,4 +1,5 @@
-"""The UOp IR: `Ops`, `GroupOp` and the immutable, hash-consed `UOp`."""
+"""The UOp IR: the immutable, hash-consed `UOp` with its builders, and `AxisType` (the op codes are in `opcodes`, the
+operators UOp shares with Tensor in `mixin`)."""
 
 from __future__ import annotations
 
@@ -6,51 +7,14 @@ import itertools
 import math
 import weakref
 from collections.abc import Callable, Iterable, Iterator
-from enum import Enum, IntEnum, auto
+from enum import Enum, auto
 from typing import Any
 
 from ember.uops import shape as shp
 from ember.uops.dtype import DType, PtrDType, dtypes, truncate
+from ember.uops.mixin import ElementwiseMixin
+from ember.uops.opcodes import GroupOp, Ops
 from ember.uops.shape import Shape, sint
-
-
-class Ops(IntEnum):  # an IntEnum hashes in C: op lookups are on every rewrite
-    # buffers and devices
-    DEVICE = auto(); BUFFER = auto(); PARAM = auto(); BUFFER_VIEW = auto(); UNIQUE = auto()  # noqa: E702
-    # values
-    CONST = auto(); VCONST = auto(); DEFINE_VAR = auto(); BIND = auto()  # noqa: E702
-    IOTA = auto()  # the index ramp 0, 1, ..., arg-1 along one axis (XLA's iota): a tensor leaf computed in place
-    # movement
-    RESHAPE = auto(); PERMUTE = auto(); EXPAND = auto(); PAD = auto(); SHRINK = auto(); FLIP = auto()  # noqa: E702
-    # tensor-level
-    CONTIGUOUS = auto(); DETACH = auto(); COPY = auto(); ASSIGN = auto(); REDUCE_AXIS = auto()  # noqa: E702
-    MSTACK = auto(); MSELECT = auto()  # noqa: E702
-    # indexing
-    RANGE = auto(); INDEX = auto(); BUFFERIZE = auto(); REDUCE = auto(); END = auto(); SINK = auto()  # noqa: E702
-    CALL = auto()
-    # memory
-    LOAD = auto(); STORE = auto(); DEFINE_LOCAL = auto(); DEFINE_REG = auto(); BARRIER = auto()  # noqa: E702
-    # ALU: unary
-    EXP2 = auto(); LOG2 = auto(); SIN = auto(); SQRT = auto(); RECIPROCAL = auto(); NEG = auto()  # noqa: E702
-    TRUNC = auto()
-    # ALU: binary
-    ADD = auto(); MUL = auto(); IDIV = auto(); MOD = auto(); MAX = auto()  # noqa: E702
-    CMPLT = auto(); CMPNE = auto(); CMPEQ = auto()  # noqa: E702
-    AND = auto(); OR = auto(); XOR = auto(); SHL = auto(); SHR = auto(); FDIV = auto(); POW = auto()  # noqa: E702
-    # ALU: ternary
-    WHERE = auto(); MULACC = auto()  # noqa: E702
-    CAST = auto(); BITCAST = auto()  # noqa: E702
-    # vectors
-    VECTORIZE = auto(); GEP = auto()  # noqa: E702
-    # control
-    IF = auto(); ENDIF = auto(); SPECIAL = auto()  # noqa: E702
-    # matrix units
-    WMMA = auto()
-    # no-op placeholder used by passes
-    NOOP = auto()
-
-    def __repr__(self) -> str:
-        return f"Ops.{self.name}"
 
 
 class AxisType(Enum):
@@ -68,24 +32,6 @@ class AxisType(Enum):
 
     def __repr__(self) -> str:
         return f"AxisType.{self.name}"
-
-
-class GroupOp:
-    Unary = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL, Ops.NEG, Ops.TRUNC})
-    Binary = frozenset({Ops.ADD, Ops.MUL, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.AND,
-                        Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR, Ops.FDIV, Ops.POW})
-    Ternary = frozenset({Ops.WHERE, Ops.MULACC})
-    ALU = Unary | Binary | Ternary
-    Elementwise = ALU | {Ops.CAST, Ops.BITCAST}
-    Movement = frozenset({Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.PAD, Ops.SHRINK, Ops.FLIP})
-    Commutative = frozenset({Ops.ADD, Ops.MUL, Ops.MAX, Ops.CMPNE, Ops.CMPEQ, Ops.AND, Ops.OR, Ops.XOR})
-    Associative = frozenset({Ops.ADD, Ops.MUL, Ops.AND, Ops.OR, Ops.XOR, Ops.MAX})
-    Idempotent = frozenset({Ops.OR, Ops.AND, Ops.MAX})
-    Comparison = frozenset({Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ})
-    Reduce = frozenset({Ops.ADD, Ops.MUL, Ops.MAX})  # the ops REDUCE_AXIS and REDUCE accept
-    Buffer = frozenset({Ops.BUFFER, Ops.BUFFER_VIEW, Ops.PARAM})
-    Defines = frozenset({Ops.PARAM, Ops.DEFINE_VAR, Ops.DEFINE_LOCAL, Ops.DEFINE_REG})
-    Tensor = frozenset({Ops.CONTIGUOUS, Ops.DETACH, Ops.COPY, Ops.ASSIGN, Ops.REDUCE_AXIS, Ops.MSTACK, Ops.MSELECT})
 
 
 # *** hash-consing ***
@@ -114,7 +60,7 @@ _SIMPLIFY_MEMO_MAX = 1 << 16
 _SELF: Any = object()
 
 
-class UOp(metaclass=UOpMetaClass):
+class UOp(ElementwiseMixin, metaclass=UOpMetaClass):
     """An immutable node of the IR. Building the same (op, dtype, src, arg, tag) twice returns the same object, so
     `==` and `hash` are identity and structural at once."""
 
@@ -361,7 +307,7 @@ class UOp(metaclass=UOpMetaClass):
     def sink(*srcs: UOp, arg: Any = None) -> UOp:
         return UOp(Ops.SINK, dtypes.void, tuple(srcs), arg)
 
-    # *** builders: ALU ***
+    # *** builders: ALU (the operators, `where`, `maximum`, `exp2`... come from ElementwiseMixin through these) ***
     def alu(self, op: Ops, *srcs: UOp) -> UOp:
         """`op` applied to this node and `srcs`, with dtype checks (same dtypes; comparisons give bool)."""
         operands = (self, *srcs)
@@ -377,49 +323,9 @@ class UOp(metaclass=UOpMetaClass):
         out = dtypes.bool.vec(base.count) if op in GroupOp.Comparison else base
         return _check_shape(UOp(op, out, operands))
 
-    def _operand(self, x: Any) -> UOp:
-        return x if isinstance(x, UOp) else UOp.const(self.dtype, x)
-
-    def __add__(self, x: Any) -> UOp: return self.alu(Ops.ADD, self._operand(x))
-    def __radd__(self, x: Any) -> UOp: return self._operand(x).alu(Ops.ADD, self)
-    def __mul__(self, x: Any) -> UOp: return self.alu(Ops.MUL, self._operand(x))
-    def __rmul__(self, x: Any) -> UOp: return self._operand(x).alu(Ops.MUL, self)
-    def __neg__(self) -> UOp: return self * -1 if self.dtype != dtypes.bool else self ^ True
-    def __sub__(self, x: Any) -> UOp: return self + (-self._operand(x))
-    def __rsub__(self, x: Any) -> UOp: return self._operand(x) + (-self)
-    def __floordiv__(self, x: Any) -> UOp: return self.alu(Ops.IDIV, self._operand(x))  # C semantics: toward 0
-    def __rfloordiv__(self, x: Any) -> UOp: return self._operand(x).alu(Ops.IDIV, self)
-    def __mod__(self, x: Any) -> UOp: return self.alu(Ops.MOD, self._operand(x))  # C semantics: sign of dividend
-    def __rmod__(self, x: Any) -> UOp: return self._operand(x).alu(Ops.MOD, self)
-    def __truediv__(self, x: Any) -> UOp: return self.alu(Ops.FDIV, self._operand(x))
-    def __rtruediv__(self, x: Any) -> UOp: return self._operand(x).alu(Ops.FDIV, self)
-    def __and__(self, x: Any) -> UOp: return self.alu(Ops.AND, self._operand(x))
-    def __rand__(self, x: Any) -> UOp: return self._operand(x).alu(Ops.AND, self)
-    def __or__(self, x: Any) -> UOp: return self.alu(Ops.OR, self._operand(x))
-    def __ror__(self, x: Any) -> UOp: return self._operand(x).alu(Ops.OR, self)
-    def __xor__(self, x: Any) -> UOp: return self.alu(Ops.XOR, self._operand(x))
-    def __rxor__(self, x: Any) -> UOp: return self._operand(x).alu(Ops.XOR, self)
-    def __lshift__(self, x: Any) -> UOp: return self.alu(Ops.SHL, self._operand(x))
-    def __rshift__(self, x: Any) -> UOp: return self.alu(Ops.SHR, self._operand(x))
-    def __lt__(self, x: Any) -> UOp: return self.alu(Ops.CMPLT, self._operand(x))
-    def __gt__(self, x: Any) -> UOp: return self._operand(x).alu(Ops.CMPLT, self)
-    def __ge__(self, x: Any) -> UOp: return (self < x).logical_not()
-    def __le__(self, x: Any) -> UOp: return (self > x).logical_not()
-    def eq(self, x: Any) -> UOp: return self.alu(Ops.CMPEQ, self._operand(x))
-    def ne(self, x: Any) -> UOp: return self.alu(Ops.CMPNE, self._operand(x))
-    def logical_not(self) -> UOp: return self.alu(Ops.XOR, self._operand(True))
-    def maximum(self, x: Any) -> UOp: return self.alu(Ops.MAX, self._operand(x))
-    def minimum(self, x: Any) -> UOp: return -(-self).maximum(-self._operand(x))
-    def where(self, x: Any, y: Any) -> UOp:
-        xu = x if isinstance(x, UOp) else (y._operand(x) if isinstance(y, UOp) else UOp.const(dtypes.from_py(x), x))
-        return self.alu(Ops.WHERE, xu, xu._operand(y))
-    def exp2(self) -> UOp: return self.alu(Ops.EXP2)
-    def log2(self) -> UOp: return self.alu(Ops.LOG2)
-    def sin(self) -> UOp: return self.alu(Ops.SIN)
-    def sqrt(self) -> UOp: return self.alu(Ops.SQRT)
-    def reciprocal(self) -> UOp: return self.alu(Ops.RECIPROCAL)
-    def trunc(self) -> UOp: return self.alu(Ops.TRUNC)
-    def pow(self, x: Any) -> UOp: return self.alu(Ops.POW, self._operand(x))
+    def _scalar(self, value: Any) -> UOp:
+        """A Python scalar as a constant of its own dtype (bool, int32 or float32)."""
+        return UOp.const(dtypes.from_py(value), value)
 
     def cast(self, dtype: DType) -> UOp:
         return self if self.dtype == dtype else _check_shape(UOp(Ops.CAST, dtype, (self,)))

@@ -9,7 +9,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ember.uops.dtype import DType
-from ember.uops.ops import GroupOp, Ops, UOp
+from ember.uops.opcodes import GroupOp, Ops
+from ember.uops.ops import UOp
 
 
 class UPat:

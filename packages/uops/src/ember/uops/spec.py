@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from ember.uops.dtype import PtrDType, dtypes
-from ember.uops.ops import GroupOp, Ops, UOp
+from ember.uops.opcodes import GroupOp, Ops
+from ember.uops.ops import UOp
 from ember.uops.rewrite import PatternMatcher, UPat
 from ember.uops.shape import is_int
 

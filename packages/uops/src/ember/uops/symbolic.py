@@ -12,7 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ember.uops.dtype import DType, dtypes, truncate
-from ember.uops.ops import GroupOp, Ops, UOp
+from ember.uops.opcodes import GroupOp, Ops
+from ember.uops.ops import UOp
 from ember.uops.rewrite import PatternMatcher, UPat
 
 # *** reference semantics ***
