@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from ember.tensor import Tensor, dtypes
-from ember.tensor.tensor import _threefry2x32
+from ember.tensor.ops.random import _threefry2x32
 
 
 def check(got, want, rtol=0.0, atol=0.0):

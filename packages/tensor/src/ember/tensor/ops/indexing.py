@@ -1,0 +1,280 @@
+"""Indexing Tensors: numpy's getitem (ints, slices, None, ..., int and bool tensors), setitem, gather, one_hot and
+masked_fill."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ember.tensor.ops.args import normalize_axis
+from ember.uops import Ops, broadcast_shape, dtypes
+
+if TYPE_CHECKING:  # at run time ember.tensor.tensor binds Tensor here: it is the class built on this mixin
+    from ember.tensor.tensor import Tensor
+
+
+def _as_index(k: Any, device: str) -> Any:
+    # one item of an index: ints (numpy ints too), slices, None, ..., or an index Tensor (from lists/arrays)
+    if isinstance(k, bool) or isinstance(k, np.bool_):
+        raise IndexError(f"a bool scalar is not a supported index (got {k!r}); use a bool Tensor mask")
+    if isinstance(k, (int, np.integer)):
+        return int(k)
+    if isinstance(k, (list, np.ndarray)):
+        return Tensor(np.asarray(k), device)
+    if isinstance(k, Tensor) and k.device != device:
+        raise ValueError(f"index tensor is on {k.device}, the tensor on {device}")
+    return k
+
+
+def _unindex_dim(x: Tensor, dim: int, k: int | slice, size: int) -> Tensor:
+    """x, the result of indexing dim `dim` (of size `size`) by k (as a size-1 dim for an int), padded with zeros back
+    to where those elements came from: the inverse of the view, for setitem."""
+    if isinstance(k, int):
+        k %= size
+        start, step, length = k, 1, 1
+    else:
+        start, stop, step = k.indices(size)
+        length = len(range(start, stop, step))
+    if length == 0:
+        return Tensor(x.uop.pad(tuple((0, size) if i == dim else (0, 0) for i in range(x.ndim))))
+    flip = step < 0
+    if flip:
+        start, step = size - 1 - start, -step
+    if step > 1:  # spread the elements step apart: (L, 1) -> (L, step) -> L*step -> cut the tail
+        x = x.reshape(x.shape[:dim] + (length, 1) + x.shape[dim + 1:])
+        x = Tensor(x.uop.pad(tuple((0, step - 1) if i == dim + 1 else (0, 0) for i in range(x.ndim))))
+        x = x.reshape(x.shape[:dim] + (length * step,) + x.shape[dim + 2:])
+        x = x.shrink([(0, (length - 1) * step + 1) if i == dim else (0, s) for i, s in enumerate(x.shape)])
+    span = x.shape[dim]
+    x = Tensor(x.uop.pad(tuple((start, size - start - span) if i == dim else (0, 0) for i in range(x.ndim))))
+    return x.flip(dim) if flip else x
+
+
+def _check_index_bounds(index: Tensor, size: int, dim: int, low: int | None = None, what: str = "") -> None:
+    """IndexError for an int index tensor with a value outside [low, size), low = -size by default (numpy's negative
+    indices; gather takes none). It reads the index values: a sync."""
+    if not dtypes.is_int(index.dtype) or index.numel() == 0:
+        return
+    values = index.numpy()
+    lo, hi = int(values.min()), int(values.max())
+    if lo < (-size if low is None else low) or hi >= size:
+        bad = hi if hi >= size else lo
+        raise IndexError(f"{what}index {bad} is out of range for dim {dim} of size {size}")
+
+
+class IndexingMixin:
+    """numpy indexing: `x[1:, ::2]`, `x[idx]`, `x[x < 0] = 0`, `x.gather(1, idx)`."""
+
+    __slots__ = ()
+
+    def _basic_index(self, dim: int, k: Any, src_dim: int) -> tuple[Tensor, bool]:
+        # one int or slice on dim `dim` (dim `src_dim` of the tensor indexed): (the result, whether the dim is gone)
+        s = self.shape[dim]
+        if isinstance(k, int):
+            if not -s <= k < s:
+                raise IndexError(f"index {k} is out of range for dim {src_dim} of size {s}")
+            k %= s
+            bounds = [(0, n) for n in self.shape]
+            bounds[dim] = (k, k + 1)
+            return self.shrink(bounds), True
+        start, stop, step = k.indices(s)
+        if step == 0:
+            raise ValueError("slice step cannot be zero")
+        length = len(range(start, stop, step))
+        x = self
+        if step < 0:  # flip, then walk forward from the mirrored start
+            x, start, step = x.flip(dim), s - 1 - start, -step
+        bounds = [(0, n) for n in x.shape]
+        bounds[dim] = (start, start + (length - 1) * step + 1) if length else (0, 0)
+        x = x.shrink(bounds)
+        if step > 1 and length > 1:
+            pad = [(0, 0)] * x.ndim
+            pad[dim] = (0, length * step - x.shape[dim])
+            x = Tensor(x.uop.pad(tuple(pad)))
+            x = x.reshape(x.shape[:dim] + (length, step) + x.shape[dim + 1:])
+            bounds = [(0, n) for n in x.shape]
+            bounds[dim + 1] = (0, 1)
+            x = x.shrink(bounds).reshape(x.shape[:dim] + (length,) + x.shape[dim + 2:])
+        return x, False
+
+    def __getitem__(self, idx: Any) -> Tensor:
+        """numpy indexing: ints, slices (any step), None, ..., int tensors/lists (advanced, via one-hot masks) and
+        bool masks (realized to find the selected positions)."""
+        idx = list(idx) if isinstance(idx, tuple) else [idx]
+        idx = [_as_index(k, self.device) for k in idx]
+        # a bool mask stands for the int index of each of its dims
+        expanded: list[Any] = []
+        for k in idx:
+            if isinstance(k, Tensor) and k.dtype == dtypes.bool:
+                expanded.extend(Tensor(ix.astype(np.int32), self.device) for ix in np.nonzero(k.numpy()))
+            else:
+                expanded.append(k)
+        idx = expanded
+        if sum(k is Ellipsis for k in idx) > 1:
+            raise IndexError("an index can only have a single ellipsis ('...')")
+        n_used = sum(1 for k in idx if k is not None and k is not Ellipsis)
+        if n_used > self.ndim:
+            raise IndexError(f"too many indices for tensor of dimension {self.ndim} (got {n_used})")
+        at = next((i for i, k in enumerate(idx) if k is Ellipsis), len(idx))
+        idx = idx[:at] + [slice(None)] * (self.ndim - n_used) + idx[at + 1:]
+        # dim: the dim of x the next index applies to; src: that dim in self (for messages); pos: dims of the result
+        x, dim, src, pos = self, 0, 0, 0
+        new_axes: list[int] = []
+        adv: list[tuple[int, Tensor]] = []  # (position in the result, index tensor)
+        for k in idx:
+            if k is None:
+                new_axes.append(pos)
+                pos += 1
+                continue
+            if isinstance(k, Tensor):
+                _check_index_bounds(k, x.shape[dim], src)
+                adv.append((pos, k))
+            elif isinstance(k, (int, slice)):
+                x, gone = x._basic_index(dim, k, src)
+                if gone:
+                    x = x.reshape(x.shape[:dim] + x.shape[dim + 1:])
+                    src += 1
+                    continue
+            else:
+                raise IndexError(f"unsupported index {k!r}: use ints, slices, None, ..., int or bool tensors")
+            dim, src, pos = dim + 1, src + 1, pos + 1
+        shape = list(x.shape)
+        for p in new_axes:  # positions in the result, in increasing order
+            shape.insert(p, 1)
+        x = x.reshape(shape)
+        return x._advanced_index([p for p, _ in adv], [k for _, k in adv]) if adv else x
+
+    def __setitem__(self, idx: Any, value: Any) -> None:
+        """Write `value` (broadcast) into `self[idx]`, in place, for basic indices (ints, slices with any step, None,
+        ...) or one bool mask: `x[1:, ::2] = 0.0`, `x[x < 0] = 0`. A view of a realized tensor writes through to it;
+        anything else is realized first. The write is realized at once."""
+        if isinstance(value, Tensor) and value.device != self.device:
+            raise ValueError(f"setitem: value is on {value.device}, the tensor on {self.device}")
+        val = value.cast(self.dtype) if isinstance(value, Tensor) else Tensor(value, self.device, self.dtype)
+        if isinstance(idx, Tensor) and idx.dtype == dtypes.bool:
+            try:
+                new = idx.where(val, self)
+            except ValueError:
+                raise ValueError(f"setitem: mask of shape {idx.shape} and value of shape {val.shape} do not "
+                                 f"broadcast to {self.shape}") from None
+            if new.shape != self.shape:
+                raise ValueError(f"setitem: mask of shape {idx.shape} does not broadcast to {self.shape}")
+        else:
+            new = self._scatter_basic(idx if isinstance(idx, tuple) else (idx,), val)
+        if self.uop.op is Ops.ASSIGN:
+            self.realize()  # a pending assign to the same tensor lands first
+        base = self.uop
+        while base.op in (Ops.RESHAPE, Ops.SHRINK, Ops.PERMUTE, Ops.FLIP):  # a view of a buffer writes through
+            base = base.src[0]
+        if base.op is not Ops.BUFFER:
+            self.realize()
+        self.uop = self.uop.assign(new.cast(self.dtype).uop)
+        self.realize()
+
+    def _scatter_basic(self, idx: tuple[Any, ...], val: Tensor) -> Tensor:
+        # self with self[idx] replaced by val: each indexed dim's view is undone by pads (and a flip for step < 0)
+        items = [_as_index(k, self.device) for k in idx]
+        if any(isinstance(k, Tensor) for k in items):
+            raise IndexError("setitem: int-tensor (advanced) indices are not supported; use ints, slices, None, ... "
+                             "or one bool mask")
+        view = self[tuple(items)]
+        try:
+            val = val.expand(broadcast_shape(val.shape, view.shape)) if val.shape != view.shape else val
+        except ValueError:
+            val = None  # type: ignore[assignment]
+        if val is None or val.shape != view.shape:
+            raise ValueError(f"setitem: cannot broadcast the value to the indexed shape {view.shape}")
+        n_used = sum(1 for k in items if k is not None and k is not Ellipsis)
+        at = next((i for i, k in enumerate(items) if k is Ellipsis), len(items))
+        items = items[:at] + [slice(None)] * (self.ndim - n_used) + items[at + 1:]
+        # value dims per dim of self: None dims dropped, int dims back as size 1
+        shape, vi = [], 0
+        for k in items:
+            if k is None:
+                vi += 1
+            elif isinstance(k, int):
+                shape.append(1)
+            else:
+                shape.append(val.shape[vi])
+                vi += 1
+        val = val.reshape(shape)
+        mask = Tensor.full(val.shape, True, dtypes.bool, self.device)
+        for d, k in enumerate(k for k in items if k is not None):
+            val, mask = (_unindex_dim(t, d, k, self.shape[d]) for t in (val, mask))
+        return mask.where(val, self)
+
+    def _advanced_index(self, dims: list[int], index: list[Tensor]) -> Tensor:
+        # numpy rules: the broadcast index shape replaces the indexed dims where they sit if they are adjacent,
+        # else it goes first. out[rest, B] = sum over the indexed dims of x * onehot(index)
+        for k in index:
+            if not dtypes.is_int(k.dtype):
+                raise IndexError(f"tensors used as indices must be int or bool, got {k.dtype!r}")
+        try:
+            bshape = broadcast_shape(*(k.shape for k in index))
+        except ValueError:
+            raise IndexError(f"shape mismatch: index arrays of shapes {[k.shape for k in index]} cannot be "
+                             "broadcast together") from None
+        rest = [i for i in range(self.ndim) if i not in dims]
+        x = self.permute(rest + dims)
+        nb, nk = len(bshape), len(dims)
+        x = x.reshape(x.shape[:len(rest)] + (1,) * nb + x.shape[len(rest):])
+        mask: Tensor | None = None
+        for j, (d, k) in enumerate(zip(dims, index)):
+            size = self.shape[d]
+            k = k.cast(dtypes.int32)
+            k = (k < 0).where(k + size, k).expand(bshape)
+            ramp = Tensor.arange(size, device=self.device).reshape((1,) * nb + tuple(
+                size if i == j else 1 for i in range(nk)))
+            hit = k.reshape(bshape + (1,) * nk) == ramp
+            mask = hit if mask is None else mask.logical_and(hit)
+        assert mask is not None
+        zero = Tensor(False if self.dtype == dtypes.bool else 0, self.device, self.dtype)
+        out = mask.where(x, zero).sum(tuple(range(x.ndim - nk, x.ndim))).cast(self.dtype)
+        adjacent = dims == list(range(dims[0], dims[0] + nk))
+        if adjacent and dims[0] > 0:
+            lead = len([r for r in rest if r < dims[0]])
+            order = list(range(lead)) + list(range(len(rest), len(rest) + nb)) + list(range(lead, len(rest)))
+            out = out.permute(order)
+        elif not adjacent or dims[0] == 0:
+            out = out.permute(list(range(len(rest), len(rest) + nb)) + list(range(len(rest))))
+        return out
+
+    def gather(self, dim: int, index: Tensor) -> Tensor:
+        """out[..., i, ...] = self[..., index[..., i, ...], ...] along `dim` (torch.gather); index may be smaller
+        than self in the other dims."""
+        d = normalize_axis(dim, self.ndim, "gather")[0]
+        if not isinstance(index, Tensor) or not dtypes.is_int(index.dtype):
+            raise TypeError(f"gather: index must be an int Tensor, got {getattr(index, 'dtype', type(index))!r}")
+        if index.ndim != self.ndim or any(i > s for j, (i, s) in enumerate(zip(index.shape, self.shape)) if j != d):
+            raise ValueError(f"gather: index shape {index.shape} does not fit self shape {self.shape} outside dim {d}")
+        size = self.shape[d]
+        _check_index_bounds(index, size, d, low=0, what="gather: ")
+        x = self.shrink([(0, s) if j == d else (0, i) for j, (i, s) in enumerate(zip(index.shape, self.shape))])
+        # x with dim d moved last, then broadcast over the index positions along d
+        x = x.permute([j for j in range(self.ndim) if j != d] + [d]).unsqueeze(d).expand(index.shape + (size,))
+        hit = index.cast(dtypes.int32).unsqueeze(-1) == Tensor.arange(size, device=self.device)
+        zero = Tensor(False if self.dtype == dtypes.bool else 0, self.device, self.dtype)
+        return hit.where(x, zero).sum(-1).cast(self.dtype)
+
+    def one_hot(self, num_classes: int = -1) -> Tensor:
+        """int64 one-hot vectors along a new last dim (num_classes=-1: max + 1, which realizes the tensor)."""
+        if not dtypes.is_int(self.dtype):
+            raise TypeError(f"one_hot: the tensor must be int, got {self.dtype!r}")
+        if num_classes == -1:
+            num_classes = int(self.max().item()) + 1 if self.numel() else 0
+        if not isinstance(num_classes, int) or num_classes < 0:
+            raise ValueError(f"one_hot: num_classes must be a non-negative int or -1, got {num_classes!r}")
+        ramp = Tensor.arange(num_classes, device=self.device)
+        return (self.cast(dtypes.int32).unsqueeze(-1) == ramp).cast(dtypes.int64)
+
+    def masked_fill(self, mask: Tensor, value: Any) -> Tensor:
+        """`value` where `mask` is True, else self (mask broadcasts)."""
+        if not isinstance(mask, Tensor) or mask.dtype != dtypes.bool:
+            raise TypeError(f"masked_fill: mask must be a bool Tensor, got {getattr(mask, 'dtype', type(mask))!r}")
+        if isinstance(value, Tensor):
+            value = value.cast(self.dtype)
+        else:
+            value = Tensor(value, self.device, self.dtype)
+        out = mask.where(value, self)
+        return out.cast(self.dtype)

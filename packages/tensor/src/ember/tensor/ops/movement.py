@@ -1,0 +1,269 @@
+"""Movement ops on Tensor: views that change shape, order or extent (reshape, permute, expand, pad, shrink, flip and
+the forms built on them: squeeze, flatten, repeat, cat, stack, split, tril, roll...)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ember.tensor.ops.args import normalize_axis, shape_args
+from ember.uops import Ops, dtypes, least_upper_dtype, prod
+
+if TYPE_CHECKING:  # at run time ember.tensor.tensor binds Tensor here: it is the class built on this mixin
+    from ember.tensor.tensor import Tensor
+
+
+class MovementMixin:
+    """Views of a tensor: `x.reshape(2, -1)`, `x.permute(1, 0)`, `x.pad(((1, 1), (0, 2)))`, `a.cat(b, dim=1)`."""
+
+    __slots__ = ()
+
+    def reshape(self, *shape: Any) -> Tensor:
+        new = list(shape_args(shape))
+        if new.count(-1) > 1:
+            raise ValueError(f"reshape: only one dim can be -1, got {tuple(new)}")
+        if -1 in new:
+            known = int(prod([s for s in new if s != -1]))
+            if known == 0 or self.numel() % known:
+                raise ValueError(f"reshape: cannot view shape {self.shape} as {tuple(new)}: sizes do not divide")
+            new[new.index(-1)] = self.numel() // known
+        return Tensor(self.uop.reshape(tuple(new)))
+
+    def permute(self, *order: Any) -> Tensor:
+        order_t = shape_args(order)
+        return Tensor(self.uop.permute(tuple(a % self.ndim if a < 0 else a for a in order_t) if self.ndim else
+                                       order_t))
+
+    def transpose(self, a: int = 1, b: int = 0) -> Tensor:
+        order = list(range(self.ndim))
+        a, b = normalize_axis(a, self.ndim, "transpose")[0], normalize_axis(b, self.ndim, "transpose")[0]
+        order[a], order[b] = order[b], order[a]
+        return self.permute(order)
+
+    @property
+    def T(self) -> Tensor:
+        return self.permute(tuple(reversed(range(self.ndim))))
+
+    def expand(self, *shape: Any) -> Tensor:
+        new = shape_args(shape)
+        if len(new) < self.ndim:
+            raise ValueError(f"expand: cannot expand {self.shape} to fewer dims {new}")
+        x = self.reshape((1,) * (len(new) - self.ndim) + self.shape)
+        return Tensor(x.uop.expand(tuple(s if n == -1 else n for s, n in zip(x.shape, new))))
+
+    def pad(self, padding: Sequence[Any], value: float = 0.0, mode: str = "constant") -> Tensor:
+        """Pad each dim by (before, after): `padding` is one pair (or None) per dim from the first, or torch's flat
+        form (left, right, top, bottom, ...) from the last dim. Negative amounts cut. `mode`: "constant" (with
+        `value`), "reflect" (mirror, edge not repeated) or "replicate" (repeat the edge)."""
+        if mode not in ("constant", "reflect", "replicate"):
+            raise ValueError(f"pad: mode must be 'constant', 'reflect' or 'replicate', got {mode!r}")
+        padding = tuple(padding)
+        if all(isinstance(p, int) for p in padding):
+            if len(padding) % 2 or len(padding) // 2 > self.ndim:
+                raise ValueError(f"pad: flat padding {padding} needs an even length of at most 2 * {self.ndim}")
+            pairs = [(padding[2 * i], padding[2 * i + 1]) for i in range(len(padding) // 2)]
+            padding = tuple([(0, 0)] * (self.ndim - len(pairs)) + pairs[::-1])
+        if len(padding) != self.ndim:
+            raise ValueError(f"pad: padding {padding} must have one (before, after) pair per dim ({self.ndim})")
+        pairs_t = tuple((0, 0) if p is None else (int(p[0]), int(p[1])) for p in padding)
+        # negative amounts shrink first, the rest pads
+        x = self.shrink([(max(0, -b), s - max(0, -a)) for (b, a), s in zip(pairs_t, self.shape)])
+        pos = tuple((max(0, b), max(0, a)) for b, a in pairs_t)
+        if mode != "constant":
+            return x._pad_mode(pos, mode)
+        out = Tensor(x.uop.pad(pos))
+        if value == 0:
+            return out
+        mask = Tensor(Tensor.full(x.shape, True, dtypes.bool, x.device).uop.pad(pos))
+        return mask.where(out, value)
+
+    def _pad_mode(self, padding: tuple[tuple[int, int], ...], mode: str) -> Tensor:
+        x = self
+        for d, (before, after) in enumerate(padding):
+            n = x.shape[d]
+            if not before and not after:
+                continue
+            if mode == "reflect" and (before >= n or after >= n):
+                raise ValueError(f"pad: reflect padding {(before, after)} of dim {d} must be smaller than its size {n}")
+            if mode == "replicate" and n == 0:
+                raise ValueError(f"pad: replicate padding needs a non-empty dim {d}")
+            idx: list[Any] = [slice(None)] * x.ndim
+            parts = []
+            if before:
+                idx[d] = slice(before, 0, -1) if mode == "reflect" else slice(0, 1)
+                part = x[tuple(idx)]
+                parts.append(part if mode == "reflect" else part.expand(
+                    [before if i == d else s for i, s in enumerate(part.shape)]))
+            parts.append(x)
+            if after:
+                stop = n - 2 - after
+                idx[d] = slice(n - 2, stop if stop >= 0 else None, -1) if mode == "reflect" else slice(n - 1, n)
+                part = x[tuple(idx)]
+                parts.append(part if mode == "reflect" else part.expand(
+                    [after if i == d else s for i, s in enumerate(part.shape)]))
+            x = parts[0].cat(*parts[1:], dim=d)
+        return x
+
+    def shrink(self, bounds: Sequence[tuple[int, int] | None]) -> Tensor:
+        bounds = tuple((0, s) if b is None else (int(b[0]), int(b[1])) for b, s in zip(bounds, self.shape))
+        return Tensor(self.uop.shrink(bounds))
+
+    def flip(self, axis: int | Sequence[int]) -> Tensor:
+        axes = normalize_axis(axis, self.ndim, "flip")
+        return Tensor(self.uop.flip(tuple(i in axes for i in range(self.ndim))))
+
+    def view(self, *shape: Any) -> Tensor:
+        """The same as reshape (every view here is lazy)."""
+        return self.reshape(*shape)
+
+    def squeeze(self, dim: int | Sequence[int] | None = None) -> Tensor:
+        """Remove size-1 dims (all of them, or those in `dim`; a named dim that is not 1 is kept, as in torch)."""
+        dims = normalize_axis(dim, self.ndim, "squeeze") if dim is not None else tuple(range(self.ndim))
+        return self.reshape(tuple(s for i, s in enumerate(self.shape) if not (i in dims and s == 1)))
+
+    def unsqueeze(self, dim: int) -> Tensor:
+        """Insert a size-1 dim at `dim` (-ndim-1 <= dim <= ndim)."""
+        if not isinstance(dim, int) or not -self.ndim - 1 <= dim <= self.ndim:
+            raise IndexError(f"unsqueeze: dim {dim} is out of range for a tensor of {self.ndim} dims "
+                             f"(expected [{-self.ndim - 1}, {self.ndim}])")
+        dim = dim % (self.ndim + 1)
+        return self.reshape(self.shape[:dim] + (1,) + self.shape[dim:])
+
+    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+        """Merge dims start_dim..end_dim (inclusive) into one."""
+        if self.ndim == 0:
+            return self.reshape(1)
+        start, end = (normalize_axis(d, self.ndim, "flatten")[0] for d in (start_dim, end_dim))
+        if start > end:
+            raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
+        return self.reshape(self.shape[:start] + (int(prod(self.shape[start:end + 1])),) + self.shape[end + 1:])
+
+    def unflatten(self, dim: int, sizes: Sequence[int]) -> Tensor:
+        """Split dim `dim` into `sizes` (one may be -1)."""
+        d = normalize_axis(dim, self.ndim, "unflatten")[0]
+        sizes = tuple(sizes)
+        if sizes.count(-1) > 1:
+            raise ValueError(f"unflatten: only one size can be -1, got {sizes}")
+        known = int(prod([s for s in sizes if s != -1]))
+        if -1 in sizes:
+            if known == 0 or self.shape[d] % known:
+                raise ValueError(f"unflatten: sizes {sizes} do not divide dim {d} of size {self.shape[d]}")
+            sizes = tuple(self.shape[d] // known if s == -1 else s for s in sizes)
+        elif known != self.shape[d]:
+            raise ValueError(f"unflatten: sizes {sizes} multiply to {known}, dim {d} has size {self.shape[d]}")
+        return self.reshape(self.shape[:d] + sizes + self.shape[d + 1:])
+
+    def swapaxes(self, axis0: int, axis1: int) -> Tensor:
+        """Swap two dims (the same as transpose)."""
+        return self.transpose(axis0, axis1)
+
+    def repeat(self, *repeats: Any) -> Tensor:
+        """Tile the tensor `repeats[i]` times along dim i (as torch.Tensor.repeat; extra leading repeats add dims)."""
+        reps = shape_args(repeats)
+        if len(reps) < self.ndim:
+            raise ValueError(f"repeat: needs at least {self.ndim} repeats for shape {self.shape}, got {reps}")
+        if any(r < 0 for r in reps):
+            raise ValueError(f"repeat: repeats must be non-negative, got {reps}")
+        shape = (1,) * (len(reps) - self.ndim) + self.shape
+        x = self.reshape([d for s in shape for d in (1, s)])
+        x = x.expand([d for r, s in zip(reps, shape) for d in (r, s)])
+        return x.reshape([r * s for r, s in zip(reps, shape)])
+
+    def cat(self, *args: Tensor, dim: int = 0) -> Tensor:
+        """Join tensors along an existing dim: `a.cat(b, c, dim=1)` (all dims but `dim` must match)."""
+        tensors = (self, *args)
+        for i, t in enumerate(tensors):
+            if not isinstance(t, Tensor):
+                raise TypeError(f"cat: argument {i} is a {type(t).__name__}, not a Tensor")
+        d = normalize_axis(dim, self.ndim, "cat")[0] if self.ndim else normalize_axis(dim, 0, "cat")[0]
+        if self.ndim == 0:
+            raise ValueError("cat: zero-dimensional tensors cannot be concatenated (use stack)")
+        for i, t in enumerate(tensors):
+            if t.ndim != self.ndim or any(a != b for j, (a, b) in enumerate(zip(t.shape, self.shape)) if j != d):
+                raise ValueError(f"cat: tensor {i} has shape {t.shape}, which does not match {self.shape} "
+                                 f"outside dim {d}")
+        dt = least_upper_dtype(*(t.dtype for t in tensors))
+        total, offset, out = sum(t.shape[d] for t in tensors), 0, None
+        for t in tensors:
+            pad = [(0, 0)] * self.ndim
+            pad[d] = (offset, total - offset - t.shape[d])
+            offset += t.shape[d]
+            part = Tensor(t.cast(dt).uop.pad(tuple(pad)))
+            out = part if out is None else Tensor(out.uop.alu(Ops.OR if dt == dtypes.bool else Ops.ADD, part.uop))
+        assert out is not None
+        return out
+
+    def stack(self, *args: Tensor, dim: int = 0) -> Tensor:
+        """Join same-shape tensors along a new dim: `a.stack(b, dim=0)` -> shape (2, *a.shape)."""
+        for i, t in enumerate(args):
+            if not isinstance(t, Tensor):
+                raise TypeError(f"stack: argument {i + 1} is a {type(t).__name__}, not a Tensor")
+            if t.shape != self.shape:
+                raise ValueError(f"stack: tensor {i + 1} has shape {t.shape}, expected {self.shape} like tensor 0")
+        if not -self.ndim - 1 <= dim <= self.ndim:
+            raise IndexError(f"stack: dim {dim} is out of range for {self.ndim + 1} dims")
+        return self.unsqueeze(dim).cat(*(t.unsqueeze(dim) for t in args), dim=dim)
+
+    def split(self, sizes: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
+        """Cut along `dim` into pieces of `sizes` each (the last may be smaller), or of the listed sizes."""
+        d = normalize_axis(dim, self.ndim, "split")[0]
+        n = self.shape[d]
+        if isinstance(sizes, int):
+            if sizes <= 0:
+                raise ValueError(f"split: split size must be positive, got {sizes}")
+            sizes = [min(sizes, n - i) for i in range(0, n, sizes)] or [0]
+        sizes = list(sizes)
+        if sum(sizes) != n or any(s < 0 for s in sizes):
+            raise ValueError(f"split: sizes {sizes} do not add up to dim {d} of size {n}")
+        bounds = [(0, s) for s in self.shape]
+        out, start = [], 0
+        for s in sizes:
+            bounds[d] = (start, start + s)
+            out.append(self.shrink(bounds))
+            start += s
+        return tuple(out)
+
+    def chunk(self, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
+        """Cut along `dim` into `chunks` pieces of ceil(n / chunks) each (fewer when n is small), as torch."""
+        if not isinstance(chunks, int) or chunks <= 0:
+            raise ValueError(f"chunk: chunks must be a positive int, got {chunks!r}")
+        d = normalize_axis(dim, self.ndim, "chunk")[0]
+        n = self.shape[d]
+        return self.split(max(1, -(-n // chunks)), d)
+
+    def _tri_mask(self, diagonal: int, upper: bool) -> Tensor:
+        if self.ndim < 2:
+            raise ValueError(f"{'triu' if upper else 'tril'}: needs at least 2 dims, got shape {self.shape}")
+        r, c = self.shape[-2:]
+        rows = Tensor.arange(r, device=self.device).reshape(r, 1)
+        cols = Tensor.arange(c, device=self.device).reshape(1, c)
+        return (cols - rows >= diagonal) if upper else (cols - rows <= diagonal)
+
+    def tril(self, diagonal: int = 0) -> Tensor:
+        """The lower triangle of the last two dims (j - i <= diagonal kept), the rest zero."""
+        return self._tri_mask(diagonal, False).where(self, Tensor(0, self.device, self.dtype))
+
+    def triu(self, diagonal: int = 0) -> Tensor:
+        """The upper triangle of the last two dims (j - i >= diagonal kept), the rest zero."""
+        return self._tri_mask(diagonal, True).where(self, Tensor(0, self.device, self.dtype))
+
+    def roll(self, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Tensor:
+        """Shift elements along `dims` by `shifts`, wrapping around (dims=None: over the flattened tensor)."""
+        if dims is None:
+            if not isinstance(shifts, int):
+                raise ValueError(f"roll: without dims, shifts must be one int, got {shifts!r}")
+            return self.flatten().roll(shifts, 0).reshape(self.shape)
+        shifts_t = (shifts,) if isinstance(shifts, int) else tuple(shifts)
+        dims_t = (dims,) if isinstance(dims, int) else tuple(dims)
+        if len(shifts_t) != len(dims_t):
+            raise ValueError(f"roll: shifts {shifts_t} and dims {dims_t} must have the same length")
+        x = self
+        for s, d in zip(shifts_t, dims_t):
+            d = normalize_axis(d, self.ndim, "roll")[0]
+            n = self.shape[d]
+            if n == 0 or s % n == 0:
+                continue
+            k = s % n
+            a, b = x.split([n - k, k], d)
+            x = b.cat(a, dim=d)
+        return x
