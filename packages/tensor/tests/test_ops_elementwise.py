@@ -219,3 +219,17 @@ def test_floordiv_mod(dev, kind):
     check(10 // y, 10 // ty, 1e-6, 1e-6)
     check(x.floor_divide(y), tx.floor_divide(ty), 1e-6, 1e-6)
     check(x.remainder(y), tx.remainder(ty), 1e-6, 1e-6)
+
+
+def test_named_ops_match_the_operators():
+    # the operators come from ember.uops.ElementwiseMixin: each named op is its operator, reflected with reverse=True
+    a, b = normal((3, 4), 5), normal((4,), 6)
+    x, y, tx, ty = Tensor(a), Tensor(b), torch.tensor(a), torch.tensor(b)
+    check(x.add(y), tx + ty)
+    check(x.sub(2.0, reverse=True), 2.0 - tx)
+    check(x.mul(3), tx * 3)
+    check(x.div(y, reverse=True), ty / tx, 1e-6, 1e-6)
+    check(x.eq(x), tx == tx)
+    check(x.ne(y), tx != ty)
+    with pytest.raises(TypeError, match="neg: negation of a bool tensor is not allowed"):
+        1 - Tensor([True])
