@@ -105,3 +105,15 @@ def test_the_vector_capabilities_drive_vectorization(run_c, rng, ast_fn, shape, 
         assert "v16_float_exp2(" in srcs["CRenderer"] and "exp2f(" not in srcs["CRenderer"]
         # exp2 alone lane by lane, the rest still on vectors
         assert "exp2f(" in srcs["NoVectorExp2Renderer"] and "v16_float" in srcs["NoVectorExp2Renderer"]
+
+
+def test_the_program_cache_tells_renderers_apart_by_capability(tmp_path, monkeypatch):
+    from ember.codegen import cached_program
+
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    ast = exp2_mul_ast(256)
+    vector, no_alu = CRenderer(), CRenderer()
+    no_alu.vector_alu, no_alu.mask_alu = {}, frozenset()  # one class, other capabilities: other programs
+    assert "v16_float_exp2(" in cached_program(ast, vector).src
+    assert "v16_float_exp2(" not in cached_program(ast, no_alu).src
+    assert len(list((tmp_path / "program").iterdir())) == 2

@@ -52,8 +52,12 @@ def write_atomic(path: Path, data: bytes) -> None:
 
 
 def _renderer_id(renderer: Renderer) -> str:
+    # every capability the lowering reads: two renderers of one class that differ in one make other programs
+    alu = sorted((op.name, tuple(map(repr, dts))) for op, dts in renderer.vector_alu.items())
+    vectors = list(map(repr, renderer.vector_dtypes))
     return f"{type(renderer).__module__}.{type(renderer).__qualname__} {renderer.device} {renderer.max_threads} " \
-           f"{renderer.max_vector}"
+           f"{renderer.max_vector} {renderer.has_local} {renderer.has_threads} {vectors} {alu} " \
+           f"{renderer.mask_itemsize} {sorted(op.name for op in renderer.mask_alu)}"
 
 
 def _program_path(ast: UOp, renderer: Renderer, opts: list[Opt] | None) -> Path | None:
