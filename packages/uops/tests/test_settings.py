@@ -1,5 +1,6 @@
 """ember.uops.settings: flags read from the environment when asked, validated, overridden by nested Contexts."""
 
+import os
 import re
 from pathlib import Path
 
@@ -104,3 +105,9 @@ def test_cache_root_follows_ember_cache_dir(monkeypatch: pytest.MonkeyPatch, tmp
     assert cache_root() == tmp_path / "elsewhere"
     with Context(EMBER_CACHE_DIR=str(tmp_path / "ctx")):
         assert cache_root() == tmp_path / "ctx"
+
+
+@pytest.mark.parametrize("raw, expect", [("3", 3), ("2,4", 2), ("", None), ("0", None), ("x", None)])
+def test_omp_num_threads_reads_like_openmp(monkeypatch, raw, expect):
+    monkeypatch.setenv("OMP_NUM_THREADS", raw)
+    assert settings.OMP_NUM_THREADS.value == (expect or os.cpu_count() or 1)

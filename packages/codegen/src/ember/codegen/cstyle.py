@@ -11,12 +11,11 @@ OpenMP for THREAD loops, bfloat16 as bits, and the helpers it calls, each guarde
 from __future__ import annotations
 
 import math
-import os
 import struct
 from collections.abc import Callable
 
 from ember.codegen.renderer import Renderer
-from ember.uops import AxisType, DType, GroupOp, Ops, PatternMatcher, PtrDType, UOp, UPat, dtypes
+from ember.uops import AxisType, DType, GroupOp, Ops, PatternMatcher, PtrDType, UOp, UPat, dtypes, settings
 
 C_TYPES = {dtypes.bool: "_Bool", dtypes.int8: "signed char", dtypes.uint8: "unsigned char", dtypes.int16: "short",
            dtypes.uint16: "unsigned short", dtypes.int32: "int", dtypes.uint32: "unsigned int",
@@ -326,9 +325,7 @@ c_rewrite = PatternMatcher([
 
 
 def _omp_threads() -> int:
-    # OpenMP's own variable (a list for nested levels: the first is ours); unset or empty: every core
-    first = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
-    return int(first) if first.isdigit() and int(first) > 0 else (os.cpu_count() or 1)
+    return settings.OMP_NUM_THREADS.value
 
 
 _VECTOR_DTYPES = (dtypes.float32, dtypes.float64, dtypes.int32)

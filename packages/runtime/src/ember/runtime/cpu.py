@@ -220,8 +220,7 @@ class CPUProgram(Program):
 
 def cpu_threads() -> int:
     """The number of OpenMP threads kernels use: `$OMP_NUM_THREADS` (its first level), else `os.cpu_count()`."""
-    env = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
-    return int(env) if env.isdigit() and int(env) > 0 else os.cpu_count() or 1
+    return settings.OMP_NUM_THREADS.value
 
 
 class CPUDevice(CompiledDevice):

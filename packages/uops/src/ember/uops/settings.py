@@ -82,11 +82,19 @@ CODEGEN_WORKERS = Flag("CODEGEN_WORKERS", lambda: max((os.cpu_count() or 1) - 1,
                        "helper processes that codegen a schedule's kernels (default: cores - 1)")
 DEV = Flag("DEV", "CPU", _str, "the default device (CPU, CPU:1, PYTHON, ...)")
 CC = Flag("CC", "cc", _str, "the C compiler of the CPU device, with arguments")
+def _omp_threads(raw: str) -> int:
+    # OpenMP's own variable, read as libgomp does: a list for nested levels (the first is ours); no count: every core
+    first = raw.split(",")[0].strip()
+    return int(first) if first.isdigit() and int(first) > 0 else (os.cpu_count() or 1)
+
+
+OMP_NUM_THREADS = Flag("OMP_NUM_THREADS", lambda: os.cpu_count() or 1, _omp_threads,
+                       "threads of a CPU kernel's THREAD loop (OpenMP's variable, first level; default: every core)")
 EMBER_CACHE_DIR = Flag("EMBER_CACHE_DIR", lambda: str(Path.home() / ".cache" / "ember"), _str,
                        "the root of Ember's on-disk caches")
 
 FLAGS: dict[str, Flag[Any]] = {f.name: f for f in (DEBUG, BEAM, NOOPT, SPEC, CACHE, CODEGEN_WORKERS, DEV, CC,
-                                                      EMBER_CACHE_DIR)}
+                                                      OMP_NUM_THREADS, EMBER_CACHE_DIR)}
 
 
 @contextmanager
@@ -127,4 +135,4 @@ def cache_root() -> Path:
 
 
 __all__ = ["Flag", "Context", "environ", "cache_root", "FLAGS", "DEBUG", "BEAM", "NOOPT", "SPEC", "CACHE",
-           "CODEGEN_WORKERS", "DEV", "CC", "EMBER_CACHE_DIR"]
+           "CODEGEN_WORKERS", "DEV", "CC", "OMP_NUM_THREADS", "EMBER_CACHE_DIR"]
