@@ -31,7 +31,7 @@ DEPENDENCY_GRAPH = {
     "ember-uops": set(),
     "ember-schedule": {"ember-uops"},
     "ember-codegen": {"ember-uops"},
-    "ember-runtime": {"ember-codegen"},
+    "ember-runtime": {"ember-uops", "ember-codegen"},  # dtypes and settings from uops, the renderer from codegen
     "ember-amd-runtime": {"ember-runtime"},
     "ember-tensor": {"ember-uops", "ember-schedule", "ember-codegen", "ember-runtime"},
     "ember-mlperf-llama": {"ember-tensor"},
@@ -199,3 +199,16 @@ def test_private_imports_are_found(tmp_path: Path) -> None:
         "ember.uops.__all__)",
     ]
     assert [line.split(":")[1] for line in private_imports(source, "codegen")] == ["1", "2", "3", "8"]  # own: free
+
+
+@pytest.mark.parametrize("folder", PACKAGES)
+def test_each_package_declares_the_ember_packages_it_imports(folder: str) -> None:
+    imported = set()
+    for path in (PACKAGES_DIR / folder / "src").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else []
+            imported |= {f"ember-{n.split('.')[1].replace('_', '-')}" for n in names if n.startswith("ember.")}
+    own = f"ember-{folder}"
+    declared = {canonicalize_name(r.name) for r in ember_requirements(folder)}
+    assert imported - {own} <= declared, f"{folder}: imports {sorted(imported - {own})}, declares {sorted(declared)}"
