@@ -9,10 +9,10 @@ from ember.schedule.assign import (  # noqa: E402
     BUFFERS,
     assign_target,
     buffers_read,
-    buffers_read_before_writes,
     fix_assign_hazards,
     order_assigns,
     overlaps,
+    storage,
 )
 from ember.schedule.kernel_split import ExecItem, copy_item, split_kernel  # noqa: E402
 from ember.schedule.memory import memory_plan  # noqa: E402
@@ -129,4 +129,4 @@ def schedule(sink: UOp, hold: frozenset[UOp] = frozenset()) -> Schedule:
 
 
 __all__ = ["ExecItem", "Schedule", "schedule", "realize_map", "memory_plan", "assign_target", "buffers_read",
-           "buffers_read_before_writes", "overlaps"]
+           "overlaps", "storage"]

@@ -35,19 +35,6 @@ def buffers_read(nodes: list[UOp]) -> set[UOp]:
     return {s for x in nodes if x.op is not Ops.BUFFER_VIEW for s in x.src if s.op in BUFFERS}
 
 
-def buffers_read_before_writes(u: UOp) -> set[UOp]:
-    """The buffers u's graph reads as they are now: an ASSIGN in it is the value it writes, computed before the write
-    (u itself an ASSIGN: what its value reads)."""
-    seen, stack, nodes = set(), list(u.src[1:] if u.op is Ops.ASSIGN else [u]), []
-    while stack:
-        if (x := stack.pop()) in seen or x.op is Ops.ASSIGN:
-            continue
-        seen.add(x)
-        nodes.append(x)
-        stack.extend(x.src)
-    return buffers_read(nodes)
-
-
 def assign_target(a: UOp) -> UOp:
     """The buffer (BUFFER or BUFFER_VIEW) an ASSIGN writes (its target may be a movement view of it)."""
     t = a.src[0]
@@ -63,9 +50,15 @@ _BOUNDARY = (Ops.CONTIGUOUS, Ops.COPY, Ops.ASSIGN)  # computed into a buffer of 
 _ELEMENTWISE_READ = GroupOp.Elementwise | {Ops.DETACH}  # read element i at element i
 
 
-def _reads_overlapping(u: UOp, target: UOp) -> bool:
-    nodes = u.toposort(gate=lambda x: x is u or x.op not in _BOUNDARY)
-    return any(overlaps(b, target) for b in buffers_read(nodes) | ({u} if u.op in BUFFERS else set()))
+def _reads_memory_of(value: UOp, target: UOp) -> dict[UOp, bool]:
+    """For each node of `value` (down to nodes computed into buffers of their own): whether it reads target's memory."""
+    reads: dict[UOp, bool] = {}
+    for x in value.toposort(gate=lambda x: x is value or x.op not in _BOUNDARY):
+        if x.op in BUFFERS:
+            reads[x] = overlaps(x, target)
+        else:
+            reads[x] = x.op not in _BOUNDARY and any(reads.get(s, False) for s in x.src)
+    return reads
 
 
 def hazards(a: UOp) -> list[UOp]:
@@ -73,6 +66,7 @@ def hazards(a: UOp) -> list[UOp]:
     (through a permute, flip, shrink, expand, reduce, or another overlapping view): they must be copied out first,
     or the kernel would read elements it has already overwritten. Reading the target itself elementwise is safe."""
     target, buf = a.src[0], assign_target(a)
+    reads = _reads_memory_of(a.src[1], buf)
     found, seen, stack = [], set(), [a.src[1]]
     while stack:
         if (x := stack.pop()) in seen or x is target or x.op in _BOUNDARY:
@@ -86,7 +80,7 @@ def hazards(a: UOp) -> list[UOp]:
             inner = inner.src[0]
         # over a buffer, the moved read itself is copied; over computed values (a broadcast row sum), what they are
         copy = x if inner.op in BUFFERS else inner
-        if copy.op not in _BOUNDARY and _reads_overlapping(copy, buf):
+        if copy.op not in _BOUNDARY and reads.get(copy, False):
             found.append(copy)
     return found
 

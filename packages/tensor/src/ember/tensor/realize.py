@@ -16,7 +16,7 @@ import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ember.schedule import assign_target, buffers_read, buffers_read_before_writes, overlaps
+from ember.schedule import assign_target, buffers_read, overlaps, storage
 from ember.tensor import engine
 from ember.uops import Ops, UOp, prod
 
@@ -46,8 +46,8 @@ def realize_all(tensors: Sequence[Tensor]) -> None:
     todo = [t for t in tensors if not is_realized(t.uop)]
     if not todo:
         return
-    writes = _writes_in(todo)
-    todo += [t for t in list(live) if not is_realized(t.uop) and _reads_before(t, writes)]
+    writes = _Writes(todo)
+    todo += [t for t in list(live) if not is_realized(t.uop) and writes.read_by(t, before=True)]
     todo = list({id(t): t for t in todo}.values())  # by identity: Tensor == is elementwise
     todo += _distinct_storage(todo)
     becomes = engine.realize_uops(list(dict.fromkeys(t.uop for t in todo)), frozenset(t.uop for t in live))
@@ -61,9 +61,10 @@ def realize_all(tensors: Sequence[Tensor]) -> None:
     # every live tensor now reads the buffers: a realized value (or an assign) is never computed again. Not a tensor
     # made after a write that reads the memory written: its (hash-consed) graph may equal one computed before it
     for t in list(live):
-        if (new := done.get(t.uop)) is not None and not _reads_after(t, writes):
-            t.uop = new
-        elif done and not is_realized(t.uop) and not _reads_after(t, writes):
+        if (new := done.get(t.uop)) is not None:
+            if not writes.read_by(t, before=False):
+                t.uop = new
+        elif done and not is_realized(t.uop) and not writes.read_by(t, before=False):
             t.uop = t.uop.substitute(done)
 
 
@@ -85,30 +86,38 @@ def _writes_before(tensors: Sequence[Tensor]) -> list[Tensor]:
             any(overlaps(assign_target(t.uop), b) for b in touched)]
 
 
-Write = tuple[UOp, UOp, int]  # an ASSIGN, the buffer it writes, when it was made
+class _Writes:
+    """The assigns in the graphs of the tensors being realized (an assign no tensor holds counts as made now), and
+    which tensors read the memory they overwrite (its old value), made before or after them."""
 
+    def __init__(self, todo: list[Tensor]):
+        self.writes: list[tuple[UOp, int, int, int, UOp]] = []  # (root, start, end, when, the ASSIGN)
+        self._hits: dict[UOp, frozenset[int]] = {}  # node -> the writes whose memory its graph reads
+        if not (assigns := [x for x in _graph_nodes(todo) if x.op is Ops.ASSIGN]):
+            return
+        written_at = {t.uop: t.seq for t in list(live) if t.uop.op is Ops.ASSIGN}
+        self.writes = [(*storage(assign_target(w)), written_at.get(w, next_seq()), w) for w in assigns]
+        self.first, self.last = min(w[3] for w in self.writes), max(w[3] for w in self.writes)
 
-def _writes_in(todo: list[Tensor]) -> list[Write]:
-    """The assigns in `todo`'s graphs (an assign no tensor holds counts as made now)."""
-    writes = [x for x in _graph_nodes(todo) if x.op is Ops.ASSIGN]
-    if not writes:
-        return []
-    written_at = {t.uop: t.seq for t in list(live) if t.uop.op is Ops.ASSIGN}
-    return [(w, assign_target(w), written_at.get(w, next_seq())) for w in writes]
+    def _hit(self, u: UOp) -> frozenset[int]:
+        for x in u.toposort(gate=lambda x: x not in self._hits):  # memoized: the tensors' graphs overlap
+            if x.op is Ops.ASSIGN:  # its value, computed before the write, is what a reader of it reads
+                hits: frozenset[int] = frozenset()
+            elif x.op in (Ops.BUFFER, Ops.BUFFER_VIEW):
+                root, start, end = storage(x)
+                hits = frozenset(i for i, (r, w_start, w_end, _, _) in enumerate(self.writes)
+                                 if r is root and start < w_end and w_start < end)
+            else:
+                hits = frozenset().union(*(self._hits[s] for s in x.src))
+            self._hits[x] = hits
+        return self._hits[u]
 
-
-def _reads_written(t: Tensor, writes: list[Write], before: bool) -> bool:
-    """Whether t reads memory that one of `writes` overwrites, and was made before (or after) that write."""
-    targets = [b for w, b, seq in writes if (t.seq < seq) == before and t.uop is not w]
-    return bool(targets) and any(overlaps(r, b) for r in buffers_read_before_writes(t.uop) for b in targets)
-
-
-def _reads_before(t: Tensor, writes: list[Write]) -> bool:
-    return bool(writes) and _reads_written(t, writes, before=True)
-
-
-def _reads_after(t: Tensor, writes: list[Write]) -> bool:
-    return bool(writes) and _reads_written(t, writes, before=False)
+    def read_by(self, t: Tensor, before: bool) -> bool:
+        """Whether t reads memory one of the writes overwrites (its old value) and was made before (or after) it."""
+        if not self.writes or (t.seq >= self.last if before else t.seq <= self.first):
+            return False
+        hits = self._hit(t.uop.src[1]) if t.uop.op is Ops.ASSIGN else self._hit(t.uop)
+        return any((t.seq < self.writes[i][3]) == before and t.uop is not self.writes[i][4] for i in hits)
 
 
 def _distinct_storage(todo: list[Tensor]) -> list[Tensor]:
