@@ -4,7 +4,7 @@ cumsum/cumprod/cummax, and matmul (a broadcast multiply reduced over k)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from ember.tensor.ops.args import normalize_axis
@@ -129,26 +129,22 @@ class ReduceMixin:
         [1, 3, 6]."""
         if self.ndim == 0:
             normalize_axis(axis, 0, "cumsum")
-            return self.cast(_int64_acc(self.dtype))
-        ax = normalize_axis(axis, self.ndim, "cumsum")[0]
-        x = self.cast(_int64_acc(self.dtype)).transpose(ax, -1)
-        n = x.shape[-1]
-        # out[..., i] = sum_j x[..., j] * (j <= i): one reduction over a lower-triangular mask
-        ramp = Tensor.arange(n, device=self.device)
-        keep = ramp.reshape(1, n) <= ramp.reshape(n, 1)
-        out = keep.where(x.unsqueeze(-2), Tensor(0, self.device, x.dtype)).sum(-1).cast(x.dtype)
-        return out.transpose(ax, -1)
+        return self._cumulative(axis, "cumsum", 0, lambda t: t.sum(-1))
 
     def cumprod(self, axis: int = 0) -> Tensor:
         """The running product along `axis`."""
+        return self._cumulative(axis, "cumprod", 1, lambda t: t.prod(-1))
+
+    def _cumulative(self, axis: int, op: str, identity: int, reduce: Callable[[Tensor], Tensor]) -> Tensor:
         if self.ndim == 0:
             return self.cast(_int64_acc(self.dtype))
-        ax = normalize_axis(axis, self.ndim, "cumprod")[0]
+        ax = normalize_axis(axis, self.ndim, op)[0]
         x = self.cast(_int64_acc(self.dtype)).transpose(ax, -1)
         n = x.shape[-1]
+        # out[..., i] = reduce_j x[..., j] if j <= i: one reduction over a lower-triangular mask
         ramp = Tensor.arange(n, device=self.device)
         keep = ramp.reshape(1, n) <= ramp.reshape(n, 1)
-        out = keep.where(x.unsqueeze(-2), Tensor(1, self.device, x.dtype)).prod(-1).cast(x.dtype)
+        out = reduce(keep.where(x.unsqueeze(-2), Tensor(identity, self.device, x.dtype))).cast(x.dtype)
         return out.transpose(ax, -1)
 
     def cummax(self, axis: int = 0) -> Tensor:
