@@ -47,7 +47,7 @@ def assign_target(a: UOp) -> UOp:
 
 # *** an assign whose value reads the memory it overwrites elsewhere than at the written element ***
 _BOUNDARY = (Ops.CONTIGUOUS, Ops.COPY, Ops.ASSIGN)  # computed into a buffer of their own before the assign runs
-_ELEMENTWISE_READ = GroupOp.Elementwise | {Ops.DETACH}  # read element i at element i
+_ELEMENTWISE_READ = GroupOp.ALU | {Ops.CAST, Ops.DETACH}  # read element i at element i (a BITCAST: if same size)
 
 
 def _reads_memory_of(value: UOp, target: UOp) -> dict[UOp, bool]:
@@ -72,7 +72,7 @@ def hazards(a: UOp) -> list[UOp]:
         if (x := stack.pop()) in seen or x is target or x.op in _BOUNDARY:
             continue
         seen.add(x)
-        if x.op in _ELEMENTWISE_READ and x.op not in BUFFERS:
+        if x.op in _ELEMENTWISE_READ or (x.op is Ops.BITCAST and x.dtype.itemsize == x.src[0].dtype.itemsize):
             stack.extend(x.src)
             continue
         inner = x
@@ -80,7 +80,7 @@ def hazards(a: UOp) -> list[UOp]:
             inner = inner.src[0]
         # over a buffer, the moved read itself is copied; over computed values (a broadcast row sum), what they are
         copy = x if inner.op in BUFFERS else inner
-        if copy.op not in _BOUNDARY and reads.get(copy, False):
+        if reads.get(copy, False):  # (a node computed into its own buffer is not in `reads`)
             found.append(copy)
     return found
 
