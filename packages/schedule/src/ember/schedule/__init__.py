@@ -5,6 +5,7 @@ __version__ = "0.3.0"
 
 from dataclasses import dataclass, field  # noqa: E402
 
+from ember.schedule.allreduce import allreduce, allreduce_strategy  # noqa: E402
 from ember.schedule.assign import (  # noqa: E402
     BUFFERS,
     assign_target,
@@ -129,4 +130,4 @@ def schedule(sink: UOp, hold: frozenset[UOp] = frozenset()) -> Schedule:
 
 
 __all__ = ["ExecItem", "Schedule", "schedule", "realize_map", "memory_plan", "assign_target", "buffers_read",
-           "overlaps", "storage"]
+           "overlaps", "storage", "allreduce", "allreduce_strategy"]

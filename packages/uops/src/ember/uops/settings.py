@@ -73,6 +73,14 @@ def _str(raw: str) -> str:
     return raw
 
 
+def _choice(*accepted: str) -> Callable[[str], str]:
+    def parse(raw: str) -> str:
+        if raw not in accepted:
+            raise ValueError(f"expected one of {', '.join(accepted)} (or empty: automatic)")
+        return raw
+    return parse
+
+
 DEBUG = Flag("DEBUG", 0, _int(0), "1: schedules, 2: each kernel with its time, 4: kernel sources")
 BEAM = Flag("BEAM", 0, _int(0), "width of the opts search timed on the device (0: the hand-coded heuristic)")
 NOOPT = Flag("NOOPT", False, _bool, "kernels with no opts at all (the plain loops)")
@@ -92,9 +100,14 @@ OMP_NUM_THREADS = Flag("OMP_NUM_THREADS", lambda: os.cpu_count() or 1, _omp_thre
                        "threads of a CPU kernel's THREAD loop (OpenMP's variable, first level; default: every core)")
 EMBER_CACHE_DIR = Flag("EMBER_CACHE_DIR", lambda: str(Path.home() / ".cache" / "ember"), _str,
                        "the root of Ember's on-disk caches")
+MULTI_ALLREDUCE = Flag("MULTI_ALLREDUCE", "", _choice("naive", "ring"),
+                       "the allreduce of the multi-device stage: naive or ring (empty: by size and device count)")
+RING_ALLREDUCE_THRESHOLD = Flag("RING_ALLREDUCE_THRESHOLD", 4 << 20, _int(0),
+                                "bytes from which an automatic allreduce over 3 or more devices is a ring")
 
 FLAGS: dict[str, Flag[Any]] = {f.name: f for f in (DEBUG, BEAM, NOOPT, SPEC, CACHE, CODEGEN_WORKERS, DEV, CC,
-                                                      OMP_NUM_THREADS, EMBER_CACHE_DIR)}
+                                                      OMP_NUM_THREADS, EMBER_CACHE_DIR, MULTI_ALLREDUCE,
+                                                      RING_ALLREDUCE_THRESHOLD)}
 
 
 @contextmanager
@@ -135,4 +148,5 @@ def cache_root() -> Path:
 
 
 __all__ = ["Flag", "Context", "environ", "cache_root", "FLAGS", "DEBUG", "BEAM", "NOOPT", "SPEC", "CACHE",
-           "CODEGEN_WORKERS", "DEV", "CC", "OMP_NUM_THREADS", "EMBER_CACHE_DIR"]
+           "CODEGEN_WORKERS", "DEV", "CC", "OMP_NUM_THREADS", "EMBER_CACHE_DIR", "MULTI_ALLREDUCE",
+           "RING_ALLREDUCE_THRESHOLD"]
