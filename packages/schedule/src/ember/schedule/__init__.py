@@ -9,6 +9,7 @@ from ember.schedule.allreduce import allreduce, allreduce_strategy  # noqa: E402
 from ember.schedule.assign import (  # noqa: E402
     BUFFERS,
     assign_target,
+    assign_targets,
     buffers_read,
     fix_assign_hazards,
     order_assigns,
@@ -17,6 +18,7 @@ from ember.schedule.assign import (  # noqa: E402
 )
 from ember.schedule.kernel_split import ExecItem, copy_item, split_kernel  # noqa: E402
 from ember.schedule.memory import memory_plan  # noqa: E402
+from ember.schedule.multi import is_multi, pm_multi, shard_axis  # noqa: E402
 from ember.schedule.rangeify import (  # noqa: E402
     buffer_of,
     is_buffer_view,
@@ -88,11 +90,31 @@ def _kernel_item(u: UOp, buffers: dict[UOp, UOp]) -> ExecItem:
 
 def schedule(sink: UOp, hold: frozenset[UOp] = frozenset()) -> Schedule:
     """Schedule the tensors in `sink` (a SINK of tensor UOps). Tensors in `hold` (still referenced by the user) keep
-    their buffers; other intermediates may share storage."""
+    their buffers; other intermediates may share storage. A value on several devices (MSTACK) becomes an MSTACK of
+    the buffers of its parts."""
     if sink.op is not Ops.SINK:
         raise ValueError(f"schedule: expected a SINK of tensors, got {sink.op}")
     if settings.SPEC.value:
         verify(sink, "tensor")
+    if not is_multi(sink):
+        return _schedule(sink, hold)
+    # the multi stage: one graph per device; what each given (or held) value became is the MSTACK of its parts'
+    multi: dict[UOp, UOp] = {}
+    per_device = graph_rewrite(sink, pm_multi, memo=multi, name="multi")
+    parts = [p for s in per_device.src for p in (s.src if s.op is Ops.MSTACK else (s,))]
+    held = hold | {p for h in hold if (m := multi.get(h)) is not None and m.op is Ops.MSTACK for p in m.src}
+    sched = _schedule(UOp.sink(*parts), frozenset(held))
+    for orig in (*sink.src, *hold):
+        if (new := multi.get(orig)) is None or orig in sched.becomes:
+            continue
+        if new.op is Ops.MSTACK and all(p in sched.becomes for p in new.src):
+            sched.becomes[orig] = UOp.mstack([sched.becomes[p] for p in new.src], new.arg)
+        elif new in sched.becomes:
+            sched.becomes[orig] = sched.becomes[new]
+    return sched
+
+
+def _schedule(sink: UOp, hold: frozenset[UOp]) -> Schedule:
     given = sink
     sink, fixed = fix_assign_hazards(sink)
     sink = graph_rewrite(sink, pm_split_reduces, name="split reduces")
@@ -129,5 +151,5 @@ def schedule(sink: UOp, hold: frozenset[UOp] = frozenset()) -> Schedule:
     return Schedule(memory_plan(items, keep), becomes)
 
 
-__all__ = ["ExecItem", "Schedule", "schedule", "realize_map", "memory_plan", "assign_target", "buffers_read",
-           "overlaps", "storage", "allreduce", "allreduce_strategy"]
+__all__ = ["ExecItem", "Schedule", "schedule", "realize_map", "memory_plan", "assign_target", "assign_targets",
+           "buffers_read", "overlaps", "storage", "shard_axis", "allreduce", "allreduce_strategy"]

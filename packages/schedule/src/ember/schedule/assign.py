@@ -37,12 +37,21 @@ def buffers_read(nodes: list[UOp]) -> set[UOp]:
 
 def assign_target(a: UOp) -> UOp:
     """The buffer (BUFFER or BUFFER_VIEW) an ASSIGN writes (its target may be a movement view of it)."""
-    t = a.src[0]
+    return _written(a.src[0])
+
+
+def _written(t: UOp) -> UOp:
     while t.op in GroupOp.Movement:
         t = t.src[0]
     if t.op not in BUFFERS:
         raise ValueError(f"assign: the target must be a realized buffer (or a view of one), got {t.op}")
     return t
+
+
+def assign_targets(a: UOp) -> list[UOp]:
+    """The buffers an ASSIGN writes: its target's, or each device's part of a multi-device target (MSTACK)."""
+    t = a.src[0]
+    return [_written(p) for p in t.src] if t.op is Ops.MSTACK else [_written(t)]
 
 
 # *** an assign whose value reads the memory it overwrites elsewhere than at the written element ***

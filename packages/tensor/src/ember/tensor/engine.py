@@ -264,6 +264,14 @@ def buffer_base(view: UOp) -> UOp | None:
     return view if view.op in (Ops.BUFFER, Ops.BUFFER_VIEW) else None
 
 
+def buffers_of(view: UOp) -> list[Buffer]:
+    """The device buffers of a realized tensor: one, or one per device of a multi-device tensor (MSTACK)."""
+    bases = [buffer_base(p) for p in (view.src if view.op is Ops.MSTACK else (view,))]
+    if any(b is None for b in bases):
+        raise ValueError(f"buffers_of: the tensor ({view.op}) is not realized")
+    return [buffer_for(b) for b in bases]  # type: ignore[arg-type]
+
+
 def copyout_bytes(view: UOp) -> bytearray:
     """The raw bytes of a realized tensor (any dtype)."""
     base = buffer_base(view)
@@ -275,7 +283,10 @@ def copyout_bytes(view: UOp) -> bytearray:
 
 
 def copyout(view: UOp) -> Any:
-    """The host copy (numpy) of a realized tensor."""
+    """The host copy (numpy) of a realized tensor (of a multi-device one: its parts put together)."""
+    if view.op is Ops.MSTACK:
+        parts = [copyout(p) for p in view.src]
+        return parts[0] if view.arg is None else np.concatenate(parts, axis=view.arg)
     base = buffer_base(view)
     assert base is not None, f"copyout: {view.op} is not realized"
     return np.frombuffer(copyout_bytes(view), to_numpy_dtype(base.dtype)).reshape(view.shape)

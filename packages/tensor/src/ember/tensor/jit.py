@@ -25,8 +25,8 @@ def _tensor_args(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Tensor]:
     return [a for a in (*args, *(kwargs[k] for k in sorted(kwargs))) if isinstance(a, Tensor)]
 
 
-def _buffer(t: Tensor) -> Any:
-    return engine.buffer_for(engine.buffer_base(t.uop))  # type: ignore[arg-type]  # inputs are realized first
+def _buffers(t: Tensor) -> list[Any]:
+    return engine.buffers_of(t.uop)  # inputs are realized first; a multi-device input has a buffer per device
 
 
 class JitFunction(Generic[R]):
@@ -34,7 +34,7 @@ class JitFunction(Generic[R]):
         self.fn, self.calls = fn, 0
         self.captured: list[engine.Launch] = []
         self.signature: list[tuple[Any, ...]] = []
-        self.input_slots: list[list[tuple[int, int]]] = []  # per input: (launch, buffer position)
+        self.input_slots: list[list[tuple[int, int]]] = []  # per input buffer: (launch, buffer position)
         self.result: Any = None
         functools.update_wrapper(self, fn)  # type: ignore[arg-type]
 
@@ -51,7 +51,7 @@ class JitFunction(Generic[R]):
             Tensor.realize_all(*_outputs(self.result))
         self.captured = cap.launches
         self.signature = [(t.shape, t.dtype, t.device) for t in inputs]
-        bufs = [_buffer(t) for t in inputs]
+        bufs = [b for t in inputs for b in _buffers(t)]
         self.input_slots = [[(i, j) for i, (_, _, launch_bufs) in enumerate(self.captured)
                              for j, b in enumerate(launch_bufs) if b is buf] for buf in bufs]
         return self.result
@@ -62,8 +62,7 @@ class JitFunction(Generic[R]):
             raise ValueError(f"jit: called with tensors {got}, but captured with {self.signature}; "
                              "make a new jit function for other shapes, dtypes or devices")
         launches = [list(bufs) for _, _, bufs in self.captured]
-        for t, slots in zip(inputs, self.input_slots):
-            buf = _buffer(t)
+        for buf, slots in zip([b for t in inputs for b in _buffers(t)], self.input_slots):
             for i, j in slots:
                 launches[i][j] = buf
         for (kernel, item, _), bufs in zip(self.captured, launches):

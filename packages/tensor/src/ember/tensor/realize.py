@@ -16,7 +16,7 @@ import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ember.schedule import assign_target, buffers_read, overlaps, storage
+from ember.schedule import assign_targets, buffers_read, overlaps, storage
 from ember.tensor import engine
 from ember.uops import Ops, UOp, prod
 
@@ -35,6 +35,9 @@ def next_seq() -> int:
 
 
 def is_realized(u: UOp) -> bool:
+    """Whether u lives in buffers: a (reshaped) buffer, or a multi-device value of such parts."""
+    if u.op is Ops.MSTACK:
+        return all(engine.buffer_base(p) is not None for p in u.src)
     return engine.buffer_base(u) is not None
 
 
@@ -80,10 +83,10 @@ def _writes_before(tensors: Sequence[Tensor]) -> list[Tensor]:
         return []
     graph = _graph_nodes(tensors)
     nodes = set(graph)
-    touched = buffers_read(graph) | {assign_target(x) for x in graph if x.op is Ops.ASSIGN}
+    touched = buffers_read(graph) | {b for x in graph if x.op is Ops.ASSIGN for b in assign_targets(x)}
     newest = max(next_seq() if is_realized(t.uop) else t.seq for t in tensors)
     return [t for t in pending if t.uop not in nodes and t.seq < newest and
-            any(overlaps(assign_target(t.uop), b) for b in touched)]
+            any(overlaps(a, b) for a in assign_targets(t.uop) for b in touched)]
 
 
 class _Writes:
@@ -96,7 +99,7 @@ class _Writes:
         if not (assigns := [x for x in _graph_nodes(todo) if x.op is Ops.ASSIGN]):
             return
         written_at = {t.uop: t.seq for t in list(live) if t.uop.op is Ops.ASSIGN}
-        self.writes = [(*storage(assign_target(w)), written_at.get(w, next_seq()), w) for w in assigns]
+        self.writes = [(*storage(a), written_at.get(w, next_seq()), w) for w in assigns for a in assign_targets(w)]
         self.first, self.last = min(w[3] for w in self.writes), max(w[3] for w in self.writes)
 
     def _hit(self, u: UOp) -> frozenset[int]:
@@ -152,13 +155,19 @@ def unrealize(u: UOp, keep: set[UOp]) -> UOp:
 
 
 # *** flat storage ***
+def _parts(u: UOp) -> tuple[UOp, ...]:
+    return u.src if u.op is Ops.MSTACK else (u,)
+
+
 def share_storage(tensors: Sequence[Tensor]) -> Tensor:
     """Move `tensors` (one device and dtype) into one new flat buffer and make each a view of its slice (a
     `BUFFER_VIEW`), so that one kernel can update them all (the fused optimizers). Returns the flat tensor. Live
     tensors that read the old buffers read the views instead; a tensor keeps its identity, shape and values.
 
         flat = share_storage([w1, w2])   # flat.shape == (w1.numel() + w2.numel(),)
-    """
+
+    Tensors on several devices get a flat buffer on each device holding their parts there: replicated tensors a
+    replicated flat, sharded ones (along any axes) a flat sharded along its only axis."""
     from ember.tensor.tensor import Tensor
 
     if not tensors:
@@ -170,22 +179,32 @@ def share_storage(tensors: Sequence[Tensor]) -> Tensor:
         raise ValueError(f"share_storage: tensors must share one device and dtype, got {sorted(map(str, kinds))}")
     (device, dtype), = kinds
     realize_all(tensors)
-    flat = Tensor.empty(sum(t.numel() for t in tensors), dtype=dtype, device=device)
+    axes = [t.uop.arg if t.uop.op is Ops.MSTACK else None for t in tensors]
+    if isinstance(device, tuple):
+        if len({a is None for a in axes}) > 1:
+            raise ValueError("share_storage: a mix of replicated and sharded tensors (a flat buffer is one or the "
+                             "other; keep them in separate groups)")
+        size = sum(t.numel() // (len(device) if a is not None else 1) for t, a in zip(tensors, axes))
+        flat = Tensor(UOp.mstack([Tensor.empty(size, dtype=dtype, device=d).uop for d in device],
+                                 None if axes[0] is None else 0))
+    else:
+        flat = Tensor.empty(sum(t.numel() for t in tensors), dtype=dtype, device=device)
     mapping: dict[UOp, UOp] = {}
-    for t, view in zip(tensors, storage_views(flat, [t.shape for t in tensors])):
+    for t, view in zip(tensors, storage_views(flat, [t.shape for t in tensors], axes)):
         if t.numel() == 0:
             continue
-        old = engine.buffer_base(t.uop)  # a whole realized buffer: every reader of it reads the view now
-        if old is not None:  # its bytes copied into the slice (one kernel that concatenated them all cost seconds)
-            if old in mapping:
-                raise ValueError("share_storage: two of the tensors are views of one buffer")
-            new_base = engine.buffer_base(view.uop)
-            assert new_base is not None
-            engine.buffer_for(new_base).copyin(memoryview(engine.copyout_bytes(t.uop)))
-            mapping[old] = new_base
-        else:  # (a view of a buffer: a kernel reads it into place)
-            view.assign(t).realize()
-            mapping[t.uop] = view.uop
+        for part, new in zip(_parts(t.uop), _parts(view.uop)):
+            old = engine.buffer_base(part)  # a whole realized buffer: every reader of it reads the view now
+            if old is not None:  # its bytes copied into the slice (one kernel that concatenated them all cost seconds)
+                if old in mapping:
+                    raise ValueError("share_storage: two of the tensors are views of one buffer")
+                new_base = engine.buffer_base(new)
+                assert new_base is not None
+                engine.buffer_for(new_base).copyin(memoryview(engine.copyout_bytes(part)))
+                mapping[old] = new_base
+            else:  # (a view of a buffer: a kernel reads it into place)
+                Tensor(new).assign(Tensor(part)).realize()
+                mapping[part] = new
         t.uop = view.uop
     for t in list(live):
         if any(x in mapping for x in t.uop.toposort()):
@@ -193,23 +212,34 @@ def share_storage(tensors: Sequence[Tensor]) -> Tensor:
     return flat
 
 
-def storage_views(flat: Tensor, shapes: Sequence[tuple[int, ...]]) -> list[Tensor]:
+def storage_views(flat: Tensor, shapes: Sequence[tuple[int, ...]],
+                  axes: Sequence[int | None] | None = None) -> list[Tensor]:
     """Realized tensors of the given shapes that are consecutive slices (`BUFFER_VIEW`s) of the memory of `flat` (a
-    realized 1-D tensor): writes to either side are seen by the other, in program order."""
+    realized 1-D tensor): writes to either side are seen by the other, in program order. Of a flat on several devices:
+    multi-device views, sharded along `axes` (None: replicated; all replicated by default), each device's parts
+    consecutive in its own flat buffer."""
     from ember.tensor.tensor import Tensor
 
-    base = engine.buffer_base(flat.uop)
-    if base is None or flat.ndim != 1:
+    parts = _parts(flat.uop)
+    bases = [engine.buffer_base(p) for p in parts]
+    if any(b is None for b in bases) or flat.ndim != 1:
         raise ValueError("storage_views: `flat` must be a realized 1-D tensor")
-    if (need := sum(int(prod(s)) for s in shapes)) > flat.numel():
-        raise ValueError(f"storage_views: the shapes need {need} elements, `flat` has {flat.numel()}")
-    root, offset = (base.src[0], base.arg[1]) if base.op is Ops.BUFFER_VIEW else (base, 0)
+    n = len(parts) if flat.uop.op is Ops.MSTACK else 1
+    axes = list(axes) if axes is not None else [None] * len(shapes)
+    if len(axes) != len(shapes):
+        raise ValueError(f"storage_views: {len(shapes)} shapes but {len(axes)} axes")
+    local = [shape if a is None or n == 1 else tuple(s // n if i == a else s for i, s in enumerate(shape))
+             for shape, a in zip(shapes, axes)]
+    if (need := sum(int(prod(s)) for s in local)) > parts[0].shape[0]:
+        raise ValueError(f"storage_views: the shapes need {need} elements, `flat` has {parts[0].shape[0]}")
+    places = [(b.src[0], b.arg[1]) if b.op is Ops.BUFFER_VIEW else (b, 0) for b in bases]  # type: ignore[union-attr]
     out = []
-    for shape in shapes:
-        n = int(prod(shape))
-        if n == 0:
+    for shape, a, here in zip(shapes, axes, local):
+        k = int(prod(here))
+        if k == 0:
             out.append(Tensor.zeros(*shape, dtype=flat.dtype, device=flat.device))
             continue
-        out.append(Tensor(UOp(Ops.BUFFER_VIEW, flat.dtype, (root,), (n, offset)).reshape(tuple(shape))))
-        offset += n
+        views = [UOp(Ops.BUFFER_VIEW, flat.dtype, (root,), (k, offset)).reshape(here) for root, offset in places]
+        out.append(Tensor(UOp.mstack(views, a) if flat.uop.op is Ops.MSTACK else views[0]))
+        places = [(root, offset + k) for root, offset in places]
     return out

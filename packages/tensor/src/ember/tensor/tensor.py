@@ -6,13 +6,15 @@ random); realization state lives in ember.tensor.realize."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from ember.schedule import shard_axis as axis_of
 from ember.tensor import engine, realize
 from ember.tensor.ops import activation, creation, elementwise, indexing, movement, random, reduce
-from ember.tensor.ops.args import canonical_device
+from ember.tensor.ops.args import canonical_device, normalize_axis
 from ember.uops import DType, Ops, UOp, dtypes, from_numpy_dtype, prod, to_numpy_dtype
 from ember.uops import gradient as uop_gradient
 
@@ -20,7 +22,9 @@ _NUMPY_NAMES = frozenset({"bool", "int8", "uint8", "int16", "uint16", "int32", "
                           "float32", "float64"})
 
 
-def _buffer_from_numpy(arr: np.ndarray, device: str) -> UOp:
+def _buffer_from_numpy(arr: np.ndarray, device: str | tuple[str, ...]) -> UOp:
+    if isinstance(device, tuple):  # a copy on each device
+        return UOp.mstack([_buffer_from_numpy(arr, d) for d in device], None)
     dtype = from_numpy_dtype(arr.dtype)
     buf = UOp(Ops.BUFFER, dtype, (UOp.unique(), UOp(Ops.DEVICE, arg=device)), arr.size)
     if arr.size:
@@ -74,8 +78,9 @@ class Tensor(creation.CreationMixin, random.RandomMixin, movement.MovementMixin,
         return self.uop.dtype
 
     @property
-    def device(self) -> str:
-        return self.uop.device  # type: ignore[return-value]
+    def device(self) -> Any:
+        """The device name, or for a tensor on several devices (`shard`) the tuple of their names."""
+        return self.uop.device
 
     @property
     def ndim(self) -> int:
@@ -120,11 +125,68 @@ class Tensor(creation.CreationMixin, random.RandomMixin, movement.MovementMixin,
             raise ValueError(f"item: only a tensor of one element can be converted, this one has shape {self.shape}")
         return self.numpy().reshape(()).item()
 
-    def to(self, device: str) -> Tensor:
+    def to(self, device: str | tuple[str, ...]) -> Tensor:
+        """This tensor on `device`; a tuple of devices puts a whole copy on each (`shard(devices)`), and a tensor on
+        several devices `.to` one is gathered there."""
         dev = canonical_device(device)
         if dev == self.device:
             return self
+        if isinstance(dev, tuple) and not isinstance(self.device, tuple):
+            return self.shard(dev)
+        if isinstance(self.device, tuple):
+            return Tensor(self.uop.copy_to_device(dev))
         return Tensor(UOp(Ops.COPY, self.dtype, (self.contiguous().uop, UOp(Ops.DEVICE, arg=dev))))
+
+    # *** many devices ***
+    def shard(self, devices: Sequence[str], axis: int | None = None) -> Tensor:
+        """This tensor over several devices: split along `axis` in equal parts, part i on devices[i], or with
+        `axis=None` a whole copy on each (replicated). Ops on sharded tensors run on every device; `.numpy()` gathers.
+
+            x = Tensor.ones(8, 4).shard(("CPU:0", "CPU:1"), axis=0)  # rows 0-3 on CPU:0, 4-7 on CPU:1
+        """
+        devs = canonical_device(tuple(devices) if isinstance(devices, (list, tuple)) else devices)
+        if not isinstance(devs, tuple):
+            raise TypeError(f"shard: devices must be a tuple or list of device names, got {devices!r}")
+        n = len(devs)
+        if axis is not None:
+            axis = normalize_axis(axis, self.ndim, "shard")[0]
+            if self.shape[axis] % n:
+                raise ValueError(f"shard: axis {axis} of shape {self.shape} has {self.shape[axis]} items, which do not "
+                                 f"split evenly over {n} devices; pad it to a multiple of {n} first (uneven shards "
+                                 "are not supported)")
+        if isinstance(self.device, tuple):
+            if self.device != devs:  # onto other devices: through the first of them
+                return self.to(devs[0]).shard(devs, axis)
+            if axis_of(self.uop) == axis:
+                return self
+            return Tensor(UOp.mstack([self.uop.mselect(i, axis) for i in range(n)], axis))
+        parts = []
+        for i, d in enumerate(devs):
+            part = self.uop
+            if axis is not None:
+                size = self.shape[axis] // n
+                part = part.shrink(tuple((i * size, (i + 1) * size) if a == axis else (0, s)
+                                         for a, s in enumerate(self.shape)))
+            parts.append(part if d == self.device else part.copy_to_device(d))
+        return Tensor(UOp.mstack(parts, axis))
+
+    def shard_(self, devices: Sequence[str], axis: int | None = None) -> Tensor:
+        """`shard` in place, computed now: the tensor (a parameter, say) keeps its identity and `requires_grad`."""
+        self.uop = self.shard(devices, axis).realize().uop
+        return self
+
+    def shard_like(self, other: Tensor) -> Tensor:
+        """This tensor sharded as `other` is: over its devices, along its axis."""
+        if not isinstance(other.device, tuple):
+            return self.to(other.device)
+        return self.shard(other.device, axis_of(other.uop))
+
+    @property
+    def shard_axis(self) -> int | None:
+        """The axis a multi-device tensor is split along (None: a whole copy on each device)."""
+        if not isinstance(self.device, tuple):
+            raise ValueError(f"shard_axis: the tensor is on one device ({self.device})")
+        return axis_of(self.uop)
 
     def contiguous(self) -> Tensor:
         return Tensor(self.uop.contiguous())
@@ -201,10 +263,12 @@ class Tensor(creation.CreationMixin, random.RandomMixin, movement.MovementMixin,
             raise ValueError(f"assign: value is on {x.device}, the target on {self.device}")
         if self.uop.op is Ops.ASSIGN:
             self.realize()  # a pending assign to the same tensor lands first
-        base = self.uop
-        while base.op in (Ops.RESHAPE, Ops.SHRINK, Ops.PERMUTE, Ops.FLIP):
-            base = base.src[0]
-        if base.op not in (Ops.BUFFER, Ops.BUFFER_VIEW):
+        bases = list(self.uop.src) if self.uop.op is Ops.MSTACK else [self.uop]
+        for i, base in enumerate(bases):
+            while base.op in (Ops.RESHAPE, Ops.SHRINK, Ops.PERMUTE, Ops.FLIP):
+                base = base.src[0]
+            bases[i] = base
+        if any(base.op not in (Ops.BUFFER, Ops.BUFFER_VIEW) for base in bases):
             raise ValueError("assign: the target must be a realized tensor (or a view of one); realize() it first")
         self.uop, self.seq = self.uop.assign(x.expand(self.shape).uop), realize.next_seq()
         return self

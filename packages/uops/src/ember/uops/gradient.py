@@ -92,7 +92,20 @@ pm_gradient = PatternMatcher([
     (UPat((Ops.CONTIGUOUS,)), lambda ctx: (ctx,)),
     (UPat(Ops.COPY, src=(UPat.var("x"), UPat(Ops.DEVICE))), lambda ctx, x: (ctx.copy_to_device(x.device), None)),
     (UPat(Ops.DETACH), lambda ctx: (None,)),
+    # multi-device: a shard's gradient is that shard of the gradient. Replicated parts are copies of one value (the
+    # first part stands for it): a gradient for each would count the value once per device
+    (UPat(Ops.MSTACK, name="ret"), lambda ctx, ret: tuple(ctx.mselect(i, ret.arg) if ret.arg is not None or i == 0
+                                                          else None for i in range(len(ret.src)))),
+    (UPat(Ops.MSELECT, src=(UPat.var("x"),), name="ret"), lambda ctx, ret, x: (_mselect_grad(ctx, ret, x),)),
 ])
+
+
+def _mselect_grad(ctx: UOp, ret: UOp, x: UOp) -> UOp:
+    """The gradient of part i of a multi-device value: ctx in part i, zeros in the others."""
+    i, axis = ret.arg
+    assert isinstance(x.device, tuple)
+    return UOp.mstack([ctx if j == i else UOp.const(ctx.dtype, 0.0, d).reshape((1,) * ctx.ndim).expand(ctx.shape)
+                       for j, d in enumerate(x.device)], axis)
 
 
 def gradient(root: UOp, targets: list[UOp], root_grad: UOp) -> dict[UOp, UOp]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import math
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from enum import Enum, auto
 from typing import Any
 
@@ -387,6 +387,17 @@ class UOp(ElementwiseMixin, metaclass=UOpMetaClass):
     def copy_to_device(self, device: str) -> UOp:
         return _check_shape(UOp(Ops.COPY, self.dtype, (self, UOp(Ops.DEVICE, arg=device))))
 
+    @staticmethod
+    def mstack(parts: Sequence[UOp], axis: int | None) -> UOp:
+        """MSTACK: one value over several devices, part i on the device of `parts[i]`: the parts side by side along
+        `axis` (each a shard of that axis), or each a whole copy (`axis=None`, replicated)."""
+        return _check_shape(UOp(Ops.MSTACK, parts[0].dtype, tuple(parts), axis))
+
+    def mselect(self, i: int, axis: int | None) -> UOp:
+        """MSELECT: the part of this multi-device value on its i-th device, as sharded along `axis` (None: a whole
+        copy)."""
+        return _check_shape(UOp(Ops.MSELECT, self.dtype, (self,), (i, axis)))
+
     def assign(self, value: UOp) -> UOp:
         if value.dtype != self.dtype:
             raise TypeError(f"assign: value dtype {value.dtype!r} differs from the target's {self.dtype!r}")
@@ -414,6 +425,10 @@ def _infer_device(u: UOp) -> str | tuple[str, ...] | None:
         return u.arg
     if u.op is Ops.COPY:
         return u.src[1].arg
+    if u.op is Ops.MSTACK:
+        return tuple(s._device for s in u.src)
+    if u.op is Ops.MSELECT:
+        return u.src[0]._device[u.arg[0]]
     return next((d for s in u.src if (d := s._device) is not None), None)
 
 
@@ -458,7 +473,29 @@ def _infer_shape(u: UOp) -> Shape | None:
         return (*s[:-1], s[-1] * u.src[0].dtype.itemsize // u.dtype.itemsize)
     if op in (Ops.CONTIGUOUS, Ops.DETACH, Ops.COPY, Ops.BUFFERIZE):
         return u.src[0].shape
+    if op is Ops.MSTACK:
+        return _mstack_shape(u)
+    if op is Ops.MSELECT:
+        (i, axis), s, n = u.arg, u.src[0].shape, len(u.src[0].device)
+        if s is None or not 0 <= i < n or axis is not None and not (0 <= axis < len(s) and s[axis] % n == 0):
+            raise ValueError(f"MSELECT: cannot select part {i} along axis {axis} of shape {s} over {n} devices")
+        return s if axis is None else (*s[:axis], s[axis] // n, *s[axis + 1:])
     return None
+
+
+def _mstack_shape(u: UOp) -> Shape:
+    shapes, axis = [s.shape for s in u.src], u.arg
+    if any(s is None for s in shapes) or any(s != shapes[0] for s in shapes):
+        raise ValueError(f"MSTACK: the parts must have one shape, got {shapes}")
+    devices = [s.device for s in u.src]
+    if any(not isinstance(d, str) for d in devices) or len(set(devices)) != len(devices):
+        raise ValueError(f"MSTACK: the parts must be on distinct single devices, got {devices}")
+    s = shapes[0]
+    if axis is None:
+        return s
+    if not 0 <= axis < len(s):
+        raise ValueError(f"MSTACK: axis {axis} is out of range for parts of shape {s}")
+    return (*s[:axis], s[axis] * len(shapes), *s[axis + 1:])
 
 
 _MOVEMENT_SHAPE: dict[Ops, Callable[[Shape, Any], Shape]] = {

@@ -86,8 +86,10 @@ spec_tensor = spec_shared + PatternMatcher([
     (UPat((Ops.CONTIGUOUS, Ops.DETACH), name="x"), _same_dtype_unary),
     (UPat(Ops.COPY, src=(UPat.var("x"), UPat(Ops.DEVICE)), name="c"), lambda c, x: c.dtype == x.dtype),
     (UPat(Ops.ASSIGN, src=(UPat.var("t"), UPat.var("v")), name="a"), lambda a, t, v: a.dtype == t.dtype == v.dtype),
-    (UPat(Ops.MSTACK, name="m"), lambda m: len(m.src) > 0 and all(s.dtype == m.dtype for s in m.src)),
-    (UPat(Ops.MSELECT, src=(UPat.var("x"),), name="m"), lambda m, x: is_int(m.arg) and m.dtype == x.dtype),
+    (UPat(Ops.MSTACK, name="m"), lambda m: len(m.src) > 0 and all(s.dtype == m.dtype for s in m.src) and
+     (m.arg is None or is_int(m.arg))),
+    (UPat(Ops.MSELECT, src=(UPat.var("x"),), name="m"), lambda m, x: isinstance(m.arg, tuple) and len(m.arg) == 2 and
+     is_int(m.arg[0]) and (m.arg[1] is None or is_int(m.arg[1])) and m.dtype == x.dtype),
 ])
 
 # kernel ASTs: only the op set is checked here; the codegen stages add their own rules

@@ -23,13 +23,13 @@ class ParamGroup:
 
     def __init__(self, params: list[Tensor], weight_decay: float):
         self.params, self.weight_decay = params, weight_decay
+        axes = [p.shard_axis if isinstance(p.device, tuple) else None for p in params]
         self.flat = share_storage(params)
-        self.flat_grad = Tensor.zeros(self.flat.numel(), dtype=self.flat.dtype, device=self.flat.device)
-        self.flat_grad = self.flat_grad.contiguous().realize()
-        self.grad_views = storage_views(self.flat_grad, [p.shape for p in params])
+        self.flat_grad = self.flat.zeros_like().contiguous().realize()
+        self.grad_views = storage_views(self.flat_grad, [p.shape for p in params], axes)
 
     @property
-    def device(self) -> str:
+    def device(self) -> Any:
         return self.flat.device
 
 
@@ -49,11 +49,14 @@ class Optimizer:
         Tensor.realize_all(*self.params)
         self.groups: list[ParamGroup] = []
         for ps, wd in specs:
-            by_kind: dict[tuple[str, Any], list[Tensor]] = {}
+            by_kind: dict[tuple[Any, ...], list[Tensor]] = {}
             for p in ps:
                 if not dtypes.is_float(p.dtype):
                     raise TypeError(f"optimizer: parameters must be float tensors, got {p.dtype!r}")
-                by_kind.setdefault((p.device, p.dtype), []).append(p)
+                # (a flat buffer on several devices is replicated or sharded: a gradient norm over a mix of them
+                # would count the replicated parameters once per device)
+                sharded = isinstance(p.device, tuple) and p.shard_axis is not None
+                by_kind.setdefault((p.device, p.dtype, sharded), []).append(p)
             self.groups += [ParamGroup(g, wd) for g in by_kind.values() if sum(p.numel() for p in g) > 0]
         devices = sorted({g.device for g in self.groups})
         self._lr = {d: Tensor.full((1,), lr, dtypes.float32, d).contiguous().realize() for d in devices}
@@ -70,13 +73,12 @@ class Optimizer:
         _check_float("lr", value)
         self._lr_value = float(value)
         for t in self._lr.values():
-            engine.buffer_for(engine.buffer_base(t.uop)).copyin(  # type: ignore[arg-type]
-                memoryview(bytearray(_f32(value))))
+            for buf in engine.buffers_of(t.uop):
+                buf.copyin(memoryview(bytearray(_f32(value))))
 
     def zero_grad(self) -> None:
         """Zero the flat gradient buffers (one kernel per group); every parameter's .grad is its view again."""
-        Tensor.realize_all(*[g.flat_grad.assign(Tensor.zeros(g.flat_grad.numel(), dtype=g.flat_grad.dtype,
-                                                            device=g.device)) for g in self.groups])
+        Tensor.realize_all(*[g.flat_grad.assign(g.flat_grad.zeros_like()) for g in self.groups])
         for g in self.groups:
             for p, view in zip(g.params, g.grad_views):
                 p.grad = view
@@ -182,8 +184,7 @@ class SGD(Optimizer):
         if nesterov and momentum <= 0:
             raise ValueError("SGD: nesterov needs momentum > 0")
         self.momentum, self.nesterov = momentum, nesterov
-        self.bufs = [Tensor.zeros(g.flat.numel(), dtype=g.flat.dtype, device=g.device).contiguous().realize()
-                     for g in self.groups] if momentum else []
+        self.bufs = [g.flat.zeros_like().contiguous().realize() for g in self.groups] if momentum else []
 
     def _state(self) -> dict[str, Tensor]:
         return {f"momentum.{i}": b for i, b in enumerate(self.bufs)}
@@ -216,7 +217,7 @@ class AdamW(Optimizer):
         if clip_norm is not None and not clip_norm > 0:
             raise ValueError(f"AdamW: clip_norm must be > 0 or None, got {clip_norm}")
         self.b1, self.b2, self.eps, self.clip_norm = b1, b2, eps, clip_norm
-        zeros = lambda g: Tensor.zeros(g.flat.numel(), device=g.device).contiguous().realize()  # noqa: E731
+        zeros = lambda g: g.flat.zeros_like(dtype=dtypes.float32).contiguous().realize()  # noqa: E731
         self.m = [zeros(g) for g in self.groups]
         self.v = [zeros(g) for g in self.groups]
         self.master = [g.flat.float().contiguous().realize() if master_weights and g.flat.dtype != dtypes.float32

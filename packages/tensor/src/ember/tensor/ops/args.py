@@ -8,8 +8,16 @@ from typing import Any
 from ember.runtime import Device
 
 
-def canonical_device(device: str | None) -> str:
-    """The registered name of `device` (`Device.DEFAULT` for None); an unknown device raises, listing the known."""
+def canonical_device(device: str | Sequence[str] | None) -> Any:
+    """The registered name of `device` (`Device.DEFAULT` for None), or of each device of a tuple or list of them (a
+    multi-device tensor's); an unknown device raises, listing the known. Returns a str, or a tuple of str."""
+    if isinstance(device, (tuple, list)):
+        names = tuple(canonical_device(d) for d in device)
+        if not names or len(set(names)) != len(names):
+            raise ValueError(f"device: a multi-device tensor needs distinct devices, got {tuple(device)}")
+        return names
+    if device is not None and not isinstance(device, str):
+        raise TypeError(f"device: expected a device name like 'CPU:1' or a tuple of them, got {device!r}")
     name = Device.canonicalize(device if device is not None else Device.DEFAULT)
     Device[name]  # noqa: B018 - an unknown device fails here, with the list of registered ones
     return name

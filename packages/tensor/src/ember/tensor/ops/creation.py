@@ -40,6 +40,8 @@ class CreationMixin:
         shape_t = shape_args(shape)
         dt = dtype or dtypes.float32
         dev = canonical_device(device)
+        if isinstance(dev, tuple):  # a buffer on each device
+            return Tensor(UOp.mstack([Tensor.empty(*shape_t, dtype=dt, device=d).uop for d in dev], None))
         buf = UOp(Ops.BUFFER, dt, (UOp.unique(), UOp(Ops.DEVICE, arg=dev)), int(prod(shape_t)))
         return Tensor(buf.reshape(shape_t))
 
@@ -86,8 +88,10 @@ class CreationMixin:
         return same.cast(dtype or dtypes.float32)
 
     def full_like(self, value: Any, dtype: DType | None = None, device: str | None = None) -> Tensor:
-        """A tensor of this one's shape filled with `value` (this dtype and device unless given)."""
-        return Tensor.full(self.shape, value, dtype or self.dtype, device or self.device)
+        """A tensor of this one's shape filled with `value` (this dtype and device unless given; on this one's devices,
+        sharded as it is)."""
+        out = Tensor.full(self.shape, value, dtype or self.dtype, device or self.device)
+        return out.shard_like(self) if device is None and isinstance(self.device, tuple) else out
 
     def zeros_like(self, dtype: DType | None = None, device: str | None = None) -> Tensor:
         """Zeros of this tensor's shape (and dtype and device unless given)."""
