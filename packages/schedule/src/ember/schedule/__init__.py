@@ -130,7 +130,7 @@ def _schedule(sink: UOp, hold: frozenset[UOp]) -> Schedule:
         if prod(u.shape) == 0:
             continue
         if u.op is Ops.COPY:
-            src = u.src[0]
+            src = strip_detach(u.src[0])
             items.append(copy_item(buffers[u], buffer_of(src) if is_buffer_view(src) else buffers[src]))
         else:
             items.append(_kernel_item(u, buffers))

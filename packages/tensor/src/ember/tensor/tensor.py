@@ -172,7 +172,8 @@ class Tensor(creation.CreationMixin, random.RandomMixin, movement.MovementMixin,
 
     def shard_(self, devices: Sequence[str], axis: int | None = None) -> Tensor:
         """`shard` in place, computed now: the tensor (a parameter, say) keeps its identity and `requires_grad`."""
-        self.uop = self.shard(devices, axis).realize().uop
+        # (detached: the sharded buffers are the tensor now, not a value computed from its old one)
+        self.uop = self.detach().shard(devices, axis).realize().uop
         return self
 
     def shard_like(self, other: Tensor) -> Tensor:

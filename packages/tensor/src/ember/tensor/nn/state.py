@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ember.runtime import Device
-from ember.tensor import engine
+from ember.tensor import engine, realize
 from ember.tensor.tensor import Tensor
 from ember.uops import DType, Ops, UOp, dtypes
 
@@ -66,7 +66,7 @@ def load_state_dict(model: Any, state: Mapping[str, Tensor], strict: bool = True
         if v.shape != t.shape:
             raise ValueError(f"load_state_dict: {k!r} has shape {v.shape} in the state, {t.shape} in the model")
         value = v.to(t.device).cast(t.dtype)
-        if engine.buffer_base(t.uop) is not None:  # in place: an optimizer's flat storage keeps seeing the parameter
+        if realize.is_realized(t.uop):  # in place: an optimizer's flat storage keeps seeing the parameter
             t.assign(value.contiguous()).realize()
         else:
             t.uop = value.contiguous().realize().uop
@@ -74,6 +74,8 @@ def load_state_dict(model: Any, state: Mapping[str, Tensor], strict: bool = True
 
 # *** safetensors ***
 def _raw_bytes(t: Tensor) -> bytes:
+    if isinstance(t.device, tuple):  # a tensor on several devices is saved whole: gathered onto the first
+        t = t.to(t.device[0])
     view = t.uop if engine.buffer_base(t.uop) is not None else t.contiguous().realize().uop
     return bytes(engine.copyout_bytes(view))
 
