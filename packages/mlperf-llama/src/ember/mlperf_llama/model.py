@@ -107,6 +107,21 @@ def parameter_shapes(cfg: LlamaConfig) -> dict[str, tuple[int, ...]]:
     return shapes
 
 
+def padded_vocab_size(vocab_size: int, mp: int) -> int:
+    """The output head's rows under `mp`-way tensor parallelism: the vocabulary rounded up to a multiple of 256 * mp
+    (tinygrad's MLPerf rule: every device gets an equal slice of whole 256-row blocks); the vocabulary itself when
+    mp == 1. The extra rows' logits are masked out of the softmax."""
+    if not isinstance(mp, int) or mp < 1:
+        raise ValueError(f"padded_vocab_size: mp must be a positive integer, got {mp!r}")
+    block = 256 * mp
+    return vocab_size if mp == 1 else -(-vocab_size // block) * block
+
+
+# parameters split by output rows (column parallel) and by input columns (row parallel) under tensor parallelism
+COLUMN_PARALLEL = ("wq", "wk", "wv", "w1", "w3")
+ROW_PARALLEL = ("wo", "w2")
+
+
 def parameter_count(cfg: LlamaConfig) -> int:
     """Number of parameters (8B preset: 8,030,261,248)."""
     return sum(math.prod(s) for s in parameter_shapes(cfg).values())
@@ -191,6 +206,38 @@ class Llama:
             p.requires_grad = True
         Tensor.realize_all(*self.parameters())
         self._rope: dict[int, tuple[Tensor, Tensor]] = {}
+        self.devices: tuple[str, ...] | None = None  # set by shard()
+        self.mp = 1
+
+    def shard(self, devices: tuple[str, ...], mode: str) -> None:
+        """Spread the model over `devices` in place (call it before making the optimizer).
+
+        "dp" (data parallel): every parameter is replicated; the batch is to be sharded along its rows.
+        "mp" (tensor parallel, Megatron's split): wq/wk/wv/w1/w3 are split by output rows and wo/w2 by input columns,
+        so each device computes whole heads and a slice of the feed-forward width, and one allreduce after wo and
+        after w2 sums the partial results; the output head is split by vocabulary rows, padded to
+        `padded_vocab_size` (pad logits masked); the embedding and the norms are replicated. The batch is
+        replicated."""
+        n, cfg = len(devices), self.cfg
+        if mode not in ("dp", "mp"):
+            raise ValueError(f"Llama.shard: mode must be 'dp' or 'mp', got {mode!r}")
+        if self.devices is not None:
+            raise ValueError(f"Llama.shard: the model is already on {self.devices}")
+        if mode == "mp":
+            for name, value in (("n_heads", cfg.n_heads), ("n_kv_heads", cfg.n_kv_heads), ("ffn_dim", cfg.ffn_dim)):
+                if value % n:
+                    raise ValueError(f"Llama.shard: tensor parallel over {n} devices needs {name} ({value}) to be a "
+                                     f"multiple of {n}")
+            pad = padded_vocab_size(cfg.vocab_size, n) - cfg.vocab_size
+            if pad:  # (zero rows: their logits are masked, so they get no gradient and stay zero)
+                out = self.output.weight
+                out.uop = out.pad(((0, pad), (0, 0))).contiguous().realize().uop
+        for name, p in self.named_parameters().items():
+            kind = name.split(".")[-2]
+            axis = None if mode == "dp" else 0 if kind in (*COLUMN_PARALLEL, "output") else 1 if kind in ROW_PARALLEL \
+                else None
+            p.shard_(devices, axis)
+        self.devices, self.mp = devices, n if mode == "mp" else 1
 
     def parameters(self) -> list[Tensor]:
         """All parameters in the order of `parameter_shapes`."""
@@ -207,7 +254,7 @@ class Llama:
     def _rope_for(self, seq_len: int) -> tuple[Tensor, Tensor]:
         if seq_len not in self._rope:
             cos, sin = rope_tables(self.cfg, seq_len)
-            self._rope[seq_len] = (Tensor(cos).realize(), Tensor(sin).realize())
+            self._rope[seq_len] = (Tensor(cos, self.devices).realize(), Tensor(sin, self.devices).realize())
         return self._rope[seq_len]
 
     def _norm(self, x: Tensor, weight: Tensor) -> Tensor:
@@ -240,12 +287,18 @@ class Llama:
                              f"{tokens.dtype!r}")
         if tokens.shape[1] > self.cfg.max_seq_len:
             raise ValueError(f"Llama: sequence length {tokens.shape[1]} exceeds max_seq_len {self.cfg.max_seq_len}")
+        if tokens.device != (self.devices or tokens.device):
+            raise ValueError(f"Llama: tokens are on {tokens.device}, the model on {self.devices}")
         cos, sin = self._rope_for(tokens.shape[1])
         h = embedding(tokens, self.tok_embeddings.weight)
         for layer in self.layers:
             h = h + self._attention(self._norm(h, layer.attention_norm.weight), layer, cos, sin)
             h = h + self._feed_forward(self._norm(h, layer.ffn_norm.weight), layer)
-        return linear(self._norm(h, self.norm.weight), self.output.weight)
+        logits = linear(self._norm(h, self.norm.weight), self.output.weight)
+        if (vocab := self.output.weight.shape[0]) > self.cfg.vocab_size:  # padded head: the pad logits masked
+            real = Tensor.arange(vocab, device=logits.device) < self.cfg.vocab_size
+            logits = real.where(logits, -1e9)
+        return logits
 
     def loss(self, tokens: Tensor) -> Tensor:
         """Mean next-token cross-entropy (nats) of a (batch, seq+1) token batch: inputs tokens[:, :-1], labels

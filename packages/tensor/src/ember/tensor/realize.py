@@ -159,7 +159,7 @@ def _parts(u: UOp) -> tuple[UOp, ...]:
     return u.src if u.op is Ops.MSTACK else (u,)
 
 
-def share_storage(tensors: Sequence[Tensor]) -> Tensor:
+def share_storage(tensors: Sequence[Tensor], multiple: int = 1) -> Tensor:
     """Move `tensors` (one device and dtype) into one new flat buffer and make each a view of its slice (a
     `BUFFER_VIEW`), so that one kernel can update them all (the fused optimizers). Returns the flat tensor. Live
     tensors that read the old buffers read the views instead; a tensor keeps its identity, shape and values.
@@ -167,7 +167,8 @@ def share_storage(tensors: Sequence[Tensor]) -> Tensor:
         flat = share_storage([w1, w2])   # flat.shape == (w1.numel() + w2.numel(),)
 
     Tensors on several devices get a flat buffer on each device holding their parts there: replicated tensors a
-    replicated flat, sharded ones (along any axes) a flat sharded along its only axis."""
+    replicated flat, sharded ones (along any axes) a flat sharded along its only axis. `multiple`: the flat buffer's
+    length (on each device) is rounded up to a multiple of it, the tail after the views unused."""
     from ember.tensor.tensor import Tensor
 
     if not tensors:
@@ -185,10 +186,11 @@ def share_storage(tensors: Sequence[Tensor]) -> Tensor:
             raise ValueError("share_storage: a mix of replicated and sharded tensors (a flat buffer is one or the "
                              "other; keep them in separate groups)")
         size = sum(t.numel() // (len(device) if a is not None else 1) for t, a in zip(tensors, axes))
+        size = -(-size // multiple) * multiple
         flat = Tensor(UOp.mstack([Tensor.empty(size, dtype=dtype, device=d).uop for d in device],
                                  None if axes[0] is None else 0))
     else:
-        flat = Tensor.empty(sum(t.numel() for t in tensors), dtype=dtype, device=device)
+        flat = Tensor.empty(-(-sum(t.numel() for t in tensors) // multiple) * multiple, dtype=dtype, device=device)
     mapping: dict[UOp, UOp] = {}
     for t, view in zip(tensors, storage_views(flat, [t.shape for t in tensors], axes)):
         if t.numel() == 0:

@@ -12,32 +12,76 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import numpy as np
+
 from ember.tensor import engine
 from ember.tensor.realize import share_storage, storage_views
 from ember.tensor.tensor import Tensor, no_grad
-from ember.uops import dtypes
+from ember.uops import DType, dtypes, prod
 
 
 class ParamGroup:
-    """Parameters updated together: one flat parameter buffer, one flat gradient buffer, their views."""
+    """Parameters updated together: one flat parameter buffer, one flat gradient buffer, their views. On several
+    devices the flat buffers hold each device's parts; `zero` splits the optimizer state of a replicated group over
+    its devices (ZeRO-1), so the flat length is a multiple of the device count."""
 
-    def __init__(self, params: list[Tensor], weight_decay: float):
+    def __init__(self, params: list[Tensor], weight_decay: float, zero: bool = False):
         self.params, self.weight_decay = params, weight_decay
-        axes = [p.shard_axis if isinstance(p.device, tuple) else None for p in params]
-        self.flat = share_storage(params)
+        self.axes = [p.shard_axis if isinstance(p.device, tuple) else None for p in params]
+        multi = isinstance(params[0].device, tuple)
+        self.ndev = len(params[0].device) if multi else 1
+        self.sharded = multi and any(a is not None for a in self.axes)
+        self.zero = zero and multi and not self.sharded
+        self.flat = share_storage(params, multiple=self.ndev if self.zero else 1)
         self.flat_grad = self.flat.zeros_like().contiguous().realize()
-        self.grad_views = storage_views(self.flat_grad, [p.shape for p in params], axes)
+        self.grad_views = storage_views(self.flat_grad, [p.shape for p in params], self.axes)
 
     @property
     def device(self) -> Any:
         return self.flat.device
+
+    def state_like(self, dtype: DType = dtypes.float32) -> Tensor:
+        """A realized zero state buffer for this group: the flat's layout, or split over the devices under ZeRO."""
+        zeros = self.flat.zeros_like(dtype=dtype)
+        return (zeros.shard(self.device, 0) if self.zero else zeros).contiguous().realize()
+
+    # host layouts for checkpoints: a state's whole flat (`.numpy()` of it) <-> one array per parameter
+    def _places(self) -> list[tuple[int, int, tuple[int, ...]]]:
+        out, offset = [], 0
+        for p, a in zip(self.params, self.axes):
+            local = tuple(s // self.ndev if i == a else s for i, s in enumerate(p.shape))
+            k = int(prod(local))
+            out.append((offset, k, local))
+            offset += k
+        return out
+
+    def unflatten(self, flat: np.ndarray) -> list[np.ndarray]:
+        """Each parameter's whole value from the host copy of a state flat of this group."""
+        if not self.sharded:
+            return [flat[o:o + k].reshape(p.shape) for p, (o, k, _) in zip(self.params, self._places())]
+        size = flat.size // self.ndev  # a sharded flat is the devices' flats side by side
+        return [np.concatenate([flat[i * size + o:i * size + o + k].reshape(local) for i in range(self.ndev)], axis=a)
+                for a, (o, k, local) in zip(self.axes, self._places())]
+
+    def flatten(self, values: list[np.ndarray], size: int) -> np.ndarray:
+        """The host flat (of `size` elements) of a state of this group from one whole array per parameter."""
+        out = np.zeros(size, np.float32 if not values else values[0].dtype)
+        per = size // self.ndev if self.sharded else size
+        for v, a, (o, k, _) in zip(values, self.axes, self._places()):
+            if not self.sharded:
+                out[o:o + k] = v.reshape(-1)
+                continue
+            for i, part in enumerate(np.split(v, self.ndev, axis=a)):
+                out[i * per + o:i * per + o + k] = part.reshape(-1)
+        return out
 
 
 class Optimizer:
     """Base: parameter groups in flat storage, device-side lr, gradient bookkeeping. `params` is a list of tensors or
     of dicts {"params": [...], "weight_decay": x} (PyTorch's param groups; only weight_decay may differ)."""
 
-    def __init__(self, params: Iterable[Tensor] | Iterable[Mapping[str, Any]], lr: float, weight_decay: float = 0.0):
+    def __init__(self, params: Iterable[Tensor] | Iterable[Mapping[str, Any]], lr: float, weight_decay: float = 0.0,
+                 zero: bool = False):
         specs = _group_specs(list(params), weight_decay)
         _check_float("lr", lr)
         self.params = [p for ps, _ in specs for p in ps]
@@ -57,7 +101,7 @@ class Optimizer:
                 # would count the replicated parameters once per device)
                 sharded = isinstance(p.device, tuple) and p.shard_axis is not None
                 by_kind.setdefault((p.device, p.dtype, sharded), []).append(p)
-            self.groups += [ParamGroup(g, wd) for g in by_kind.values() if sum(p.numel() for p in g) > 0]
+            self.groups += [ParamGroup(g, wd, zero) for g in by_kind.values() if sum(p.numel() for p in g) > 0]
         devices = sorted({g.device for g in self.groups})
         self._lr = {d: Tensor.full((1,), lr, dtypes.float32, d).contiguous().realize() for d in devices}
         self._lr_value = lr
@@ -140,6 +184,50 @@ class Optimizer:
     def lr_on(self, group: ParamGroup) -> Tensor:
         return self._lr[group.device]
 
+    # *** checkpoints any sharding layout can load ***
+    def param_state_dict(self, named: Mapping[str, Tensor]) -> dict[str, np.ndarray]:
+        """The state as host arrays by parameter name: `<state>.<name>` for each per-group state (AdamW: `m`, `v`,
+        `master`; SGD: `momentum`), whole (gathered), plus `step_count`, `lr` and the shared device scalars. `named`
+        names the parameters (a model's named_parameters()). Unlike `state_dict`, whose flat buffers follow the
+        layout, this loads into the same parameters sharded any other way (`load_param_state_dict`)."""
+        names = {id(t): name for name, t in named.items()}
+        out: dict[str, np.ndarray] = {"step_count": np.array([self.step_count], np.int64),
+                                      "lr": np.array([self._lr_value], np.float64)}
+        for key, t in self._state().items():
+            kind, _, index = key.partition(".")
+            if not index.isdigit():  # a per-device scalar state: every device holds the same value
+                out.setdefault(kind, t.numpy())
+                continue
+            g = self.groups[int(index)]
+            for p, value in zip(g.params, g.unflatten(t.numpy())):
+                out[f"{kind}.{names[id(p)]}"] = value
+        return out
+
+    def load_param_state_dict(self, named: Mapping[str, Tensor], state: Mapping[str, np.ndarray]) -> None:
+        """Restore a `param_state_dict` in place, whatever layout saved it."""
+        names = {id(t): name for name, t in named.items()}
+        updates = []
+        for key, t in self._state().items():
+            kind, _, index = key.partition(".")
+            if not index.isdigit():
+                if kind not in state:
+                    raise ValueError(f"optimizer load_param_state_dict: missing {kind!r}")
+                updates.append(t.assign(Tensor(np.asarray(state[kind], np.float32)).to(t.device).contiguous()))
+                continue
+            g = self.groups[int(index)]
+            wanted = [f"{kind}.{names[id(p)]}" for p in g.params]
+            if missing := [w for w in wanted if w not in state]:
+                raise ValueError(f"optimizer load_param_state_dict: missing {missing[:3]}")
+            for w, p in zip(wanted, g.params):
+                if tuple(state[w].shape) != p.shape:
+                    raise ValueError(f"optimizer load_param_state_dict: {w!r} has shape {tuple(state[w].shape)}, "
+                                     f"the parameter {p.shape}")
+            flat = g.flatten([np.asarray(state[w], np.float32) for w in wanted], t.numel())
+            updates.append(t.assign(Tensor(flat).shard_like(t).cast(t.dtype).contiguous()))
+        Tensor.realize_all(*updates)
+        self.step_count = int(np.asarray(state["step_count"]).reshape(-1)[0])
+        self.lr = float(np.asarray(state["lr"]).reshape(-1)[0])
+
 
 def _group_specs(params: list[Any], weight_decay: float) -> list[tuple[list[Tensor], float]]:
     if not params:
@@ -184,7 +272,7 @@ class SGD(Optimizer):
         if nesterov and momentum <= 0:
             raise ValueError("SGD: nesterov needs momentum > 0")
         self.momentum, self.nesterov = momentum, nesterov
-        self.bufs = [g.flat.zeros_like().contiguous().realize() for g in self.groups] if momentum else []
+        self.bufs = [g.state_like(g.flat.dtype) for g in self.groups] if momentum else []
 
     def _state(self) -> dict[str, Tensor]:
         return {f"momentum.{i}": b for i, b in enumerate(self.bufs)}
@@ -207,21 +295,23 @@ class AdamW(Optimizer):
 
     clip_norm: clip the gradients to this global L2 norm first (Megatron's rule: scale by 1/(norm+1e-6) when that is
     < 1); the norm of the last step is `grad_norm` (a device tensor). master_weights: keep float32 copies of non-float32
-    parameters and update those (the parameters get the rounded result)."""
+    parameters and update those (the parameters get the rounded result). zero: on several devices, split the moments
+    and master weights of replicated parameters over the devices (ZeRO-1): each device updates its slice, and the new
+    parameters are gathered back to every device."""
 
     def __init__(self, params: Any, lr: float = 1e-3, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8,
-                 weight_decay: float = 0.01, clip_norm: float | None = None, master_weights: bool = False):
-        super().__init__(params, lr, weight_decay)
+                 weight_decay: float = 0.01, clip_norm: float | None = None, master_weights: bool = False,
+                 zero: bool = False):
+        super().__init__(params, lr, weight_decay, zero)
         if not (0 <= b1 < 1 and 0 <= b2 < 1):
             raise ValueError(f"AdamW: betas must be in [0, 1), got ({b1}, {b2})")
         if clip_norm is not None and not clip_norm > 0:
             raise ValueError(f"AdamW: clip_norm must be > 0 or None, got {clip_norm}")
         self.b1, self.b2, self.eps, self.clip_norm = b1, b2, eps, clip_norm
-        zeros = lambda g: g.flat.zeros_like(dtype=dtypes.float32).contiguous().realize()  # noqa: E731
-        self.m = [zeros(g) for g in self.groups]
-        self.v = [zeros(g) for g in self.groups]
-        self.master = [g.flat.float().contiguous().realize() if master_weights and g.flat.dtype != dtypes.float32
-                       else None for g in self.groups]
+        self.m = [g.state_like() for g in self.groups]
+        self.v = [g.state_like() for g in self.groups]
+        self.master = [(g.flat.float().shard(g.device, 0) if g.zero else g.flat.float()).contiguous().realize()
+                       if master_weights and g.flat.dtype != dtypes.float32 else None for g in self.groups]
         # b1^t and b2^t, on each device: the bias corrections advance inside the step's kernels
         self.betas_pow = {d: Tensor([1.0, 1.0], device=d).contiguous().realize() for d in self._lr}
         self.grad_norm: Tensor | None = None
