@@ -134,6 +134,7 @@ def test_file_errors(tmp_path):
     ("MASTER_WEIGHTS", "true", "master_weights", True),
     ("WANDB", "1", "wandb", True),
     ("SUBMISSION_PLATFORM", "tinybox", "submission_platform", "tinybox"),
+    ("DP", "2", "dp", 2),
 ])
 def test_env_vars(env_name, text, field, expected):
     assert ENV_VARS[env_name] == field
@@ -250,6 +251,9 @@ INVALID_CASES = [
     ({"progress": None}, TypeError, "TrainConfig.progress: must be a boolean, got NoneType None"),
     ({"peak_flops": 0.0}, ValueError, "TrainConfig.peak_flops: must be a positive finite number, got 0.0"),
     ({"device": ""}, ValueError, "TrainConfig.device: must be a non-empty string, got ''"),
+    ({"dp": 0}, ValueError, "TrainConfig.dp: must be a positive integer, got 0"),
+    ({"dp": 3, "batch_size": 4}, ValueError, "TrainConfig.batch_size: each micro-batch is split over the dp=3 "
+                                             "data-parallel devices, so it must be a multiple of dp, got 4"),
     ({"submission_org": ""}, ValueError, "TrainConfig.submission_org: must be a non-empty string, got ''"),
     ({"submission_platform": ""}, ValueError, "TrainConfig.submission_platform: must be a non-empty string, got ''"),
 ]

@@ -4,6 +4,7 @@
     BS=16 GRADIENT_ACC_STEPS=2 ember-llama train --preset 8B --data-dir /raid/c4 --tokenizer tokenizer.model
     ember-llama preprocess c4-train.json.gz --output data/c4 --tokenizer tokenizer.model --validation-fraction 0.01
     ember-llama tokenizer-train corpus/ --vocab-size 4096 --output tokenizer.model
+    mpirun -np 2 ember-llama train --dp 2       # data parallel over 2 MPI ranks (see the README)
 """
 
 from __future__ import annotations
@@ -16,29 +17,39 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ember.mlperf_llama.config import add_cli_arguments, config_from_args
+from ember.mlperf_llama.distributed import World
 
 
 def _train(args: argparse.Namespace) -> int:
     from ember.mlperf_llama.model import parameter_count
     from ember.mlperf_llama.train import model_config, train
 
-    cfg = config_from_args(args, env=os.environ)
-    print(f"ember-llama: preset {cfg.preset}, {parameter_count(model_config(cfg)):,} parameters, global batch "
-          f"{cfg.global_batch_size} x {cfg.seq_len} tokens, up to {cfg.train_samples} samples", file=sys.stderr)
-    result = train(cfg)
+    world = World.from_environment()
+    with world.abort_on_error("ember-llama train"):
+        cfg = config_from_args(args, env=os.environ)
+        if world.is_root:
+            parallel = f", dp {cfg.dp} over {world.size} MPI rank(s)" if cfg.dp > 1 or world.size > 1 else ""
+            print(f"ember-llama: preset {cfg.preset}, {parameter_count(model_config(cfg)):,} parameters, global "
+                  f"batch {cfg.global_batch_size} x {cfg.seq_len} tokens, up to {cfg.train_samples} samples"
+                  f"{parallel}", file=sys.stderr)
+        result = train(cfg, world)
     summary = {"status": result.status, "steps": result.steps, "samples": result.samples,
                "final_train_loss": result.losses[-1] if result.losses else None,
                "evals": result.evals, "tokens_per_s": round(result.tokens_per_s, 1)}
-    print(json.dumps(summary))
+    if world.is_root:
+        print(json.dumps(summary))
     return 0
 
 
 def _eval(args: argparse.Namespace) -> int:
     from ember.mlperf_llama.train import evaluate
 
-    cfg = config_from_args(args, env=os.environ)
-    loss = evaluate(cfg, args.checkpoint)
-    print(json.dumps({"eval_samples": cfg.eval_samples, "log_perplexity": loss}))
+    world = World.from_environment()
+    with world.abort_on_error("ember-llama eval"):
+        cfg = config_from_args(args, env=os.environ)
+        loss = evaluate(cfg, args.checkpoint, world)
+    if world.is_root:
+        print(json.dumps({"eval_samples": cfg.eval_samples, "log_perplexity": loss}))
     return 0
 
 
@@ -98,7 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args.run(args))
-    except (ValueError, TypeError, FileNotFoundError) as e:
+    except (ValueError, TypeError, FileNotFoundError, ImportError) as e:
         print(f"ember-llama {args.command}: error: {e}", file=sys.stderr)
         return 2
 

@@ -41,8 +41,9 @@ _SEED_MAX = 2**32 - 1  # numpy RandomState, which builds the Megatron data order
 class TrainConfig:
     """Every knob of one training run; build it with :meth:`from_sources` and check it with :meth:`validate`.
 
-    ``batch_size`` is the micro-batch in sequences (tinygrad's ``BS``); one optimizer step accumulates
-    ``grad_acc_steps`` micro-batches, so the MLPerf ``global_batch_size`` is their product.
+    ``batch_size`` is the micro-batch in sequences (tinygrad's ``BS``), split over the ``dp`` data-parallel devices;
+    one optimizer step accumulates ``grad_acc_steps`` micro-batches, so the MLPerf ``global_batch_size`` is their
+    product.
     """
 
     preset: str = "tiny"  # model size, one of PRESET_NAMES
@@ -85,6 +86,7 @@ class TrainConfig:
     progress: bool = True  # show a progress bar over training samples on stderr
     peak_flops: float | None = None  # device peak flop/s for MFU; None = DEFAULT_CPU_PEAK_FLOPS on CPU
     device: str = "CPU"  # ember device to train on
+    dp: int = 1  # data-parallel degree over all processes (DP): each of W MPI ranks drives dp // W devices
     submission_org: str = "ember"  # MLPerf submission_org
     submission_platform: str = "cpu"  # MLPerf submission_platform (SUBMISSION_PLATFORM)
 
@@ -153,7 +155,7 @@ class TrainConfig:
         for name in ("cache_dir", "wandb_project", "device", "submission_org", "submission_platform"):
             _string(name, getattr(self, name), nonempty=True)
         for name in ("batch_size", "grad_acc_steps", "seq_len", "train_samples", "eval_every", "eval_samples",
-                     "eval_batch_size", "max_steps"):
+                     "eval_batch_size", "max_steps", "dp"):
             _integer(name, getattr(self, name), minimum=1)
         for name in ("warmup_samples", "benchmark", "checkpoint_every"):
             _integer(name, getattr(self, name), minimum=0)
@@ -173,6 +175,9 @@ class TrainConfig:
         if self.max_steps <= self.warmup_steps:
             raise ValueError(f"TrainConfig.max_steps: must be greater than warmup_steps (= warmup_samples // "
                              f"global_batch_size = {self.warmup_steps}), got {self.max_steps}")
+        if self.batch_size % self.dp:
+            raise ValueError(f"TrainConfig.batch_size: each micro-batch is split over the dp={self.dp} data-parallel "
+                             f"devices, so it must be a multiple of dp, got {self.batch_size}")
         if (self.checkpoint_every > 0 or self.resume) and not self.checkpoint_dir:
             raise ValueError("TrainConfig.checkpoint_dir: must be set when checkpoint_every > 0 or resume is true, "
                              f"got {self.checkpoint_dir!r}")
@@ -237,6 +242,7 @@ ENV_VARS: dict[str, str] = {
     "MASTER_WEIGHTS": "master_weights",
     "WANDB": "wandb",
     "SUBMISSION_PLATFORM": "submission_platform",
+    "DP": "dp",
 }
 _ENV_ZERO_IS_UNSET = frozenset({"LLAMA_LAYERS"})  # tinygrad: LLAMA_LAYERS=0 means "the preset's layer count"
 _ENV_OF_FIELD = {field_name: env_name for env_name, field_name in ENV_VARS.items()}
@@ -282,6 +288,7 @@ FIELD_HELP: dict[str, str] = {
     "progress": "show a progress bar on stderr",
     "peak_flops": f"device peak flop/s for MFU (unset = {DEFAULT_CPU_PEAK_FLOPS:.1e} on CPU, an assumed value)",
     "device": "ember device to train on",
+    "dp": "data-parallel degree, over all MPI ranks (a multiple of their number); each micro-batch is split over it",
     "submission_org": "MLPerf submission_org",
     "submission_platform": "MLPerf submission_platform",
 }

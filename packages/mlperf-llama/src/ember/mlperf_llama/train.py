@@ -4,6 +4,10 @@ One optimizer step = `grad_acc_steps` jitted micro-steps (forward, backward, acc
 gradient buffer in place) + one jitted optimizer step (global-norm clip, AdamW, zero the gradients). The learning rate
 is written to the device before each step, so the captured kernels replay with the scheduled value.
 
+Data parallel over MPI ranks (`World`): every rank reads the same global batches and trains on its contiguous share
+of each micro-batch's rows; before the optimizer step the flat gradient buffers are summed over the ranks in place, so
+every rank takes the same step. Rank 0 alone logs and writes checkpoints.
+
     result = train(TrainConfig.from_sources(overrides={"train_samples": 256}))
     result.losses, result.evals, result.status
 """
@@ -27,6 +31,7 @@ import numpy as np
 from ember.mlperf_llama.atomic import write_atomic
 from ember.mlperf_llama.config import TrainConfig
 from ember.mlperf_llama.data import GPTDataset, IndexedDataset, batches
+from ember.mlperf_llama.distributed import World
 from ember.mlperf_llama.logging import MLLogger, Progress, WandbLogger, log_hyperparameters, log_submission
 from ember.mlperf_llama.model import Llama, LlamaConfig, flops_per_token, parameter_count, preset
 from ember.mlperf_llama.schedule import learning_rate
@@ -125,10 +130,17 @@ def model_config(cfg: TrainConfig) -> LlamaConfig:
 
 # *** the model and its steps ***
 class Trainer:
-    """Model, optimizer and the jitted steps for one config."""
+    """Model, optimizer and the jitted steps for one config, on this rank of `world` (default: one process)."""
 
-    def __init__(self, cfg: TrainConfig):
-        self.cfg = cfg
+    def __init__(self, cfg: TrainConfig, world: World | None = None):
+        self.cfg, self.world = cfg, world if world is not None else World()
+        if cfg.dp % self.world.size:
+            raise ValueError(f"TrainConfig.dp: must be a multiple of the number of MPI ranks ({self.world.size}), "
+                             f"got {cfg.dp}")
+        if (local_dp := cfg.dp // self.world.size) > 1:
+            raise NotImplementedError(f"in-process data parallel: dp={cfg.dp} over {self.world.size} MPI rank(s) "
+                                      f"needs {local_dp} devices per rank; launch one rank per data-parallel device "
+                                      f"instead (mpirun -np {cfg.dp})")
         self.model_cfg = model_config(cfg)
         dtype = dtypes.bfloat16 if cfg.dtype == "bfloat16" else dtypes.float32
         self.model = Llama(self.model_cfg, seed=cfg.seed, dtype=dtype)
@@ -141,7 +153,8 @@ class Trainer:
                                lr=cfg.lr, b1=cfg.beta1, b2=cfg.beta2, eps=cfg.eps, clip_norm=cfg.clip_norm,
                                master_weights=cfg.master_weights)
         self.opt.zero_grad()  # every .grad is a view of the flat gradient buffer: backward accumulates in place
-        scale = 1.0 / cfg.grad_acc_steps
+        # the ranks' gradients are summed: each scales its mean loss by its share of the global batch
+        scale = 1.0 / (cfg.grad_acc_steps * self.world.size)
         params_list = self.model.parameters()
 
         def micro_step(tokens: Tensor) -> list[Tensor]:
@@ -162,17 +175,41 @@ class Trainer:
 
         self.micro_step, self.optimizer_step, self.eval_step = jit(micro_step), jit(optimizer_step), jit(eval_step)
 
+        groups = self.opt.groups  # the flat gradients as float32 (numpy and MPI have no bfloat16), and back
+
+        def write_gradients(*sums: Tensor) -> list[Tensor]:
+            out = [g.flat_grad.assign(s.cast(g.flat_grad.dtype)) for g, s in zip(groups, sums)]
+            Tensor.realize_all(*out)
+            return out
+
+        self.read_gradients = jit(lambda: [g.flat_grad.float().realize() for g in groups])
+        self.write_gradients = jit(write_gradients)
+
+    def allreduce_gradients(self) -> None:
+        """Sum each group's flat gradient buffer over the ranks, in place (one allreduce per group, through the host):
+        the micro-steps scaled every rank's loss by 1/ranks, so the sum is the gradient of the global batch's mean
+        loss."""
+        if self.world.size == 1:
+            return
+        sums = [self.world.allreduce_sum_(g.numpy()) for g in self.read_gradients()]
+        self.write_gradients(*[Tensor(s, device=self.cfg.device) for s in sums])
+
     def evaluate(self, data: Data) -> float:
-        """Mean next-token cross-entropy over the evaluation sequences (log perplexity)."""
+        """Mean next-token cross-entropy over the evaluation sequences (log perplexity); each rank evaluates its
+        share of every batch's rows, and the per-sequence sums are added over the ranks."""
         total, count = 0.0, 0
+        start, stop = self.world.row_range(self.cfg.eval_batch_size)
         for b in data.eval_batches(self.cfg):
-            tokens = Tensor(b, device=self.cfg.device)
-            if b.shape[0] == self.cfg.eval_batch_size:
+            if not len(rows := self.world.shard_rows(b)):
+                continue  # a short last batch can leave a rank nothing
+            tokens = Tensor(rows, device=self.cfg.device)
+            if rows.shape[0] == stop - start:
                 loss = self.eval_step(tokens).item()
             else:  # a short last batch: not the captured shape
                 with no_grad():
                     loss = self.model.loss(tokens).item()
-            total, count = total + loss * b.shape[0], count + b.shape[0]
+            total, count = total + loss * rows.shape[0], count + rows.shape[0]
+        total, count = self.world.sum([total, count])
         return total / count
 
 
@@ -231,18 +268,22 @@ def load_checkpoint(directory: Path, trainer: Trainer) -> dict[str, Any]:
 
 
 # *** the loop ***
-def train(cfg: TrainConfig) -> TrainResult:
-    """Run one training job as `cfg` says; returns what happened (see TrainResult)."""
+def train(cfg: TrainConfig, world: World | None = None) -> TrainResult:
+    """Run one training job as `cfg` says, as this rank of `world` (default: the one mpirun started this process in,
+    else a world of one); returns what happened (see TrainResult), the same on every rank."""
     cfg.validate()
-    ml = MLLogger(cfg.log_mlperf or None)
+    world = world if world is not None else World.from_environment()
+    root = world.is_root
+    ml = MLLogger((cfg.log_mlperf or None) if root else None)
     ml.event("cache_clear", True)
     ml.start("init_start")
     log_submission(ml, cfg)
-    trainer = Trainer(cfg)
+    trainer = Trainer(cfg, world)
     n_params = parameter_count(trainer.model_cfg)
-    data = load_data(cfg, trainer.model_cfg.vocab_size)
+    with world.root_first():  # rank 0 builds the dataset and index caches, the others read them
+        data = load_data(cfg, trainer.model_cfg.vocab_size)
     log_hyperparameters(ml, cfg, n_params, include_train_samples=False)  # logged after run_stop
-    wandb = WandbLogger(cfg.wandb, cfg.wandb_project, cfg.to_dict(), mode=cfg.wandb_mode,
+    wandb = WandbLogger(cfg.wandb and root, cfg.wandb_project, cfg.to_dict(), mode=cfg.wandb_mode,
                         dir=cfg.checkpoint_dir or str(cfg.resolved_cache_dir))
     start_step, result = 0, TrainResult("aborted", 0, 0, parameters=n_params)
     if cfg.resume:
@@ -258,7 +299,7 @@ def train(cfg: TrainConfig) -> TrainResult:
     tokens_per_step = gbs * cfg.seq_len
     flops_per_step = flops_per_token(trainer.model_cfg, cfg.seq_len) * tokens_per_step
     peak = cfg.effective_peak_flops
-    progress = Progress(total=total_steps * gbs, initial=start_step * gbs, enabled=cfg.progress)
+    progress = Progress(total=total_steps * gbs, initial=start_step * gbs, enabled=cfg.progress and root)
     ml.start("epoch_start", metadata={"samples_count": start_step * gbs})
     ml.start("block_start", metadata={"samples_count": start_step * gbs})
     batch_iter = data.train_batches(cfg, start_step * gbs)
@@ -269,9 +310,11 @@ def train(cfg: TrainConfig) -> TrainResult:
             t0 = time.perf_counter()
             loss = 0.0
             for _ in range(cfg.grad_acc_steps):
-                out = trainer.micro_step(Tensor(next(batch_iter), device=cfg.device))
+                out = trainer.micro_step(Tensor(world.shard_rows(next(batch_iter)), device=cfg.device))
                 loss += out[0].item() / cfg.grad_acc_steps
+            trainer.allreduce_gradients()
             grad_norm = trainer.optimizer_step().item()
+            loss = world.mean(loss)
             dt = time.perf_counter() - t0
             step += 1
             samples = step * gbs
@@ -294,16 +337,17 @@ def train(cfg: TrainConfig) -> TrainResult:
                 ml.end("eval_stop", metadata={"samples_count": samples})
                 result.evals.append((samples, eval_loss))
                 wandb.log({"eval/log_perplexity": eval_loss}, step=samples)
-                progress.write(f"step {step} samples {samples}: train loss {loss:.4f}, "
-                               f"validation log-perplexity {eval_loss:.4f}")
+                if root:
+                    progress.write(f"step {step} samples {samples}: train loss {loss:.4f}, "
+                                   f"validation log-perplexity {eval_loss:.4f}")
                 if eval_loss <= cfg.eval_target:
                     result.status = "success"
                     break
                 if step < total_steps:
                     ml.start("block_start", metadata={"samples_count": samples})
-            if cfg.checkpoint_dir and cfg.checkpoint_every and step % cfg.checkpoint_every == 0:
+            if root and cfg.checkpoint_dir and cfg.checkpoint_every and step % cfg.checkpoint_every == 0:
                 save_checkpoint(Path(cfg.checkpoint_dir), trainer, step, {"evals": result.evals})
-        if cfg.checkpoint_dir and cfg.checkpoint_every and step > start_step and step % cfg.checkpoint_every:
+        if root and cfg.checkpoint_dir and cfg.checkpoint_every and step > start_step and step % cfg.checkpoint_every:
             save_checkpoint(Path(cfg.checkpoint_dir), trainer, step, {"evals": result.evals})  # where the run ended
     finally:
         progress.close()
@@ -313,8 +357,9 @@ def train(cfg: TrainConfig) -> TrainResult:
     if cfg.benchmark:
         result.status = "benchmark"
         med = statistics.median(warm) if warm else float("nan")
-        print(f"benchmark: {len(result.step_times)} steps, median step {med * 1e3:.1f} ms, "
-              f"{result.tokens_per_s:.0f} tokens/s, first step {result.step_times[0]:.2f} s", file=sys.stderr)
+        if root:
+                print(f"benchmark: {len(result.step_times)} steps, median step {med * 1e3:.1f} ms, "
+                  f"{result.tokens_per_s:.0f} tokens/s, first step {result.step_times[0]:.2f} s", file=sys.stderr)
     ml.end("epoch_stop", metadata={"samples_count": result.samples})
     ml.end("run_stop", metadata={"samples_count": result.samples,
                                  "status": "success" if result.status == "success" else "aborted"})
@@ -323,12 +368,14 @@ def train(cfg: TrainConfig) -> TrainResult:
     return result
 
 
-def evaluate(cfg: TrainConfig, checkpoint: str | None = None) -> float:
+def evaluate(cfg: TrainConfig, checkpoint: str | None = None, world: World | None = None) -> float:
     """Validation log-perplexity of the model at `checkpoint` (a checkpoint dir holding `latest`), or of the freshly
-    initialized model when None."""
+    initialized model when None; over the ranks of `world` as `train` does."""
     cfg.validate()
-    trainer = Trainer(cfg)
+    world = world if world is not None else World.from_environment()
+    trainer = Trainer(cfg, world)
     if checkpoint:
         load_checkpoint(Path(checkpoint), trainer)
-    data = load_data(cfg, trainer.model_cfg.vocab_size)
+    with world.root_first():
+        data = load_data(cfg, trainer.model_cfg.vocab_size)
     return trainer.evaluate(data)
