@@ -147,7 +147,9 @@ def _schedule(sink: UOp, hold: frozenset[UOp]) -> Schedule:
     for orig, new in fixed.items():  # assigns that copy a hazardous read first: live tensors hold the original
         if new in becomes:
             becomes[orig] = becomes[new]
-    keep = {buffer_of(v) for v in becomes.values()} | {b for it in items for b in it.bufs if b not in buffers.values()}
+    # (an assign's own buffer too: its target may be a permuted or shrunk view, which buffer_of does not see through)
+    keep = {buffer_of(v) for v in becomes.values()} | {buffers[u] for u in order if u.op is Ops.ASSIGN} | \
+        {b for it in items for b in it.bufs if b not in buffers.values()}
     return Schedule(memory_plan(items, keep), becomes)
 
 

@@ -49,8 +49,11 @@ def _written(t: UOp) -> UOp:
 
 
 def assign_targets(a: UOp) -> list[UOp]:
-    """The buffers an ASSIGN writes: its target's, or each device's part of a multi-device target (MSTACK)."""
+    """The buffers an ASSIGN writes: its target's, or each device's part of a multi-device target (an MSTACK, or a
+    view of one)."""
     t = a.src[0]
+    while t.op in GroupOp.Movement:
+        t = t.src[0]
     return [_written(p) for p in t.src] if t.op is Ops.MSTACK else [_written(t)]
 
 

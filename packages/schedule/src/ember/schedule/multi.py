@@ -96,12 +96,14 @@ def _reshape(u: UOp, m: UOp) -> UOp:
     if axis is None:
         return UOp.mstack([p.reshape(new) for p in m.src], None)
     # shard i is the block i of every row of prod(old[axis:]) elements: an axis of the new shape with as many
-    # elements before it, and a size that divides by n, cuts the same blocks
+    # elements before it, and a size that divides by n, cuts the same blocks (an empty value moves nothing: any axis
+    # that divides will do)
     before = prod(u.src[0].shape[:axis])
-    for b, size in enumerate(new):
-        if prod(new[:b]) == before and size % n == 0 and size > 0:
-            return UOp.mstack([p.reshape((*new[:b], size // n, *new[b + 1:])) for p in m.src], b)
-    raise _moves_items(f"reshape {u.src[0].shape} -> {new}", m)
+    fits = [b for b, size in enumerate(new) if size % n == 0]
+    b = next((b for b in fits if prod(new[:b]) == before), fits[0] if fits and prod(new) == 0 else None)
+    if b is None:
+        raise _moves_items(f"reshape {u.src[0].shape} -> {new}", m)
+    return UOp.mstack([p.reshape((*new[:b], new[b] // n, *new[b + 1:])) for p in m.src], b)
 
 
 def _permute(u: UOp, m: UOp) -> UOp:

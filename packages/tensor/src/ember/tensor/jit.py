@@ -6,7 +6,7 @@
 The first call runs normally; the second runs normally while recording every kernel launch (`engine.capture()`);
 from the third on the recorded kernels are replayed with the new inputs' buffers: no scheduling, no codegen, no
 compilation. The outputs are the tensors the captured call returned, overwritten in place by each replay. A call whose
-tensor inputs differ in shape, dtype or device from the captured ones raises ValueError.
+tensor inputs differ in shape, dtype, device or shard axis from the captured ones raises ValueError.
 """
 
 from __future__ import annotations
@@ -23,6 +23,11 @@ R = TypeVar("R")
 
 def _tensor_args(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Tensor]:
     return [a for a in (*args, *(kwargs[k] for k in sorted(kwargs))) if isinstance(a, Tensor)]
+
+
+def _signature(t: Tensor) -> tuple[Any, ...]:
+    # a multi-device input's layout too: its buffers are as big sharded along any axis, but the kernels differ
+    return (t.shape, t.dtype, t.device) + ((t.shard_axis,) if isinstance(t.device, tuple) else ())
 
 
 def _buffers(t: Tensor) -> list[Any]:
@@ -50,17 +55,17 @@ class JitFunction(Generic[R]):
             self.result = self.fn(*args, **kwargs)
             Tensor.realize_all(*_outputs(self.result))
         self.captured = cap.launches
-        self.signature = [(t.shape, t.dtype, t.device) for t in inputs]
+        self.signature = [_signature(t) for t in inputs]
         bufs = [b for t in inputs for b in _buffers(t)]
         self.input_slots = [[(i, j) for i, (_, _, launch_bufs) in enumerate(self.captured)
                              for j, b in enumerate(launch_bufs) if b is buf] for buf in bufs]
         return self.result
 
     def _replay(self, inputs: list[Tensor]) -> R:
-        got = [(t.shape, t.dtype, t.device) for t in inputs]
+        got = [_signature(t) for t in inputs]
         if got != self.signature:
             raise ValueError(f"jit: called with tensors {got}, but captured with {self.signature}; "
-                             "make a new jit function for other shapes, dtypes or devices")
+                             "make a new jit function for other shapes, dtypes, devices or shardings")
         launches = [list(bufs) for _, _, bufs in self.captured]
         for buf, slots in zip([b for t in inputs for b in _buffers(t)], self.input_slots):
             for i, j in slots:

@@ -32,6 +32,12 @@ def _buffer_from_numpy(arr: np.ndarray, device: str | tuple[str, ...]) -> UOp:
     return buf.reshape(arr.shape)
 
 
+def _under_view(u: UOp) -> UOp:
+    while u.op in (Ops.RESHAPE, Ops.SHRINK, Ops.PERMUTE, Ops.FLIP):
+        u = u.src[0]
+    return u
+
+
 class Tensor(creation.CreationMixin, random.RandomMixin, movement.MovementMixin, indexing.IndexingMixin,
              reduce.ReduceMixin, activation.ActivationMixin, elementwise.TensorElementwiseMixin):
     """A lazy tensor. `Tensor(np.ones((2, 3)))`, `Tensor([1, 2, 3], dtype=dtypes.int32)`, `Tensor(2.0)`."""
@@ -149,6 +155,9 @@ class Tensor(creation.CreationMixin, random.RandomMixin, movement.MovementMixin,
             raise TypeError(f"shard: devices must be a tuple or list of device names, got {devices!r}")
         n = len(devs)
         if axis is not None:
+            if self.ndim == 0:
+                raise ValueError(f"shard: a 0-d tensor has no axis {axis} to split; use axis=None (a copy on each "
+                                 "device)")
             axis = normalize_axis(axis, self.ndim, "shard")[0]
             if self.shape[axis] % n:
                 raise ValueError(f"shard: axis {axis} of shape {self.shape} has {self.shape[axis]} items, which do not "
@@ -264,11 +273,8 @@ class Tensor(creation.CreationMixin, random.RandomMixin, movement.MovementMixin,
             raise ValueError(f"assign: value is on {x.device}, the target on {self.device}")
         if self.uop.op is Ops.ASSIGN:
             self.realize()  # a pending assign to the same tensor lands first
-        bases = list(self.uop.src) if self.uop.op is Ops.MSTACK else [self.uop]
-        for i, base in enumerate(bases):
-            while base.op in (Ops.RESHAPE, Ops.SHRINK, Ops.PERMUTE, Ops.FLIP):
-                base = base.src[0]
-            bases[i] = base
+        top = _under_view(self.uop)  # a view of a buffer, or of a multi-device value whose parts are views of buffers
+        bases = [_under_view(p) for p in top.src] if top.op is Ops.MSTACK else [top]
         if any(base.op not in (Ops.BUFFER, Ops.BUFFER_VIEW) for base in bases):
             raise ValueError("assign: the target must be a realized tensor (or a view of one); realize() it first")
         self.uop, self.seq = self.uop.assign(x.expand(self.shape).uop), realize.next_seq()

@@ -101,11 +101,13 @@ pm_gradient = PatternMatcher([
 
 
 def _mselect_grad(ctx: UOp, ret: UOp, x: UOp) -> UOp:
-    """The gradient of part i of a multi-device value: ctx in part i, zeros in the others."""
+    """The gradient of part i of a multi-device value: ctx in part i; in the others zeros (ctx is one shard), or copies
+    of ctx (ctx is the whole value: every part of a replicated value holds all of it)."""
     i, axis = ret.arg
     assert isinstance(x.device, tuple)
-    return UOp.mstack([ctx if j == i else UOp.const(ctx.dtype, 0.0, d).reshape((1,) * ctx.ndim).expand(ctx.shape)
-                       for j, d in enumerate(x.device)], axis)
+    other = (lambda d: ctx.copy_to_device(d)) if axis is None else \
+        (lambda d: UOp.const(ctx.dtype, 0.0, d).reshape((1,) * ctx.ndim).expand(ctx.shape))
+    return UOp.mstack([ctx if j == i else other(d) for j, d in enumerate(x.device)], axis)
 
 
 def gradient(root: UOp, targets: list[UOp], root_grad: UOp) -> dict[UOp, UOp]:
