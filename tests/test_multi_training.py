@@ -139,12 +139,15 @@ def train(layout: str, n: int, make_opt, steps: int = 3) -> tuple[list[float], l
 OPTIMIZERS = {
     "sgd": lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9),
     "adamw_clip": lambda ps: optim.AdamW(ps, lr=0.01, clip_norm=0.5),  # the gradient norm is ~1.5: it clips
+    # LAMB's per-parameter norms over a sharded flat (they raised "moves items between shards"), and under ZeRO
+    "lamb": lambda ps: optim.LAMB(ps, lr=0.01, weight_decay=0.1),
+    "lamb_zero": lambda ps: optim.LAMB(ps, lr=0.01, weight_decay=0.1, zero=True),
 }
 
 
-@pytest.mark.parametrize("n", [2, 3])
-@pytest.mark.parametrize("layout", ["data_parallel", "model_parallel"])
-@pytest.mark.parametrize("opt_name", list(OPTIMIZERS))
+@pytest.mark.parametrize(("opt_name", "layout", "n"),
+                         [(o, layout, n) for o in OPTIMIZERS for layout in ("data_parallel", "model_parallel")
+                          for n in (2, 3)] + [("lamb_zero", "data_parallel", 4)])  # (186 elements: a padded flat)
 def test_optimizer_steps_match_one_device(opt_name: str, layout: str, n: int) -> None:
     ref_losses, ref_params, ref_opt = train("one_device", 1, OPTIMIZERS[opt_name])
     losses, params, opt = train(layout, n, OPTIMIZERS[opt_name])

@@ -389,16 +389,20 @@ class LAMB(AdamW):
         out: list[Tensor] = []
         for _, g, m, v, update in steps:
             w = g.flat.float()
-            step = update + w * g.weight_decay
-            # one trust ratio per parameter tensor, broadcast over its slice of the flat buffer
+            step = (update + w * g.weight_decay).shard_like(g.flat)  # (split under ZeRO: gathered, as AdamW's is)
+            # one trust ratio per parameter tensor, broadcast over its slice of the flat buffer: a column block of the
+            # flat seen as (rows, length), one row per device whose flat holds a part of every parameter (sharded)
+            rows = g.ndev if g.sharded else 1
+            w2, s2 = w.reshape(rows, -1), step.reshape(rows, -1)
             ratios, offset = [], 0
             for p in g.params:
-                n = p.numel()
-                ws, ss = w[offset:offset + n], step[offset:offset + n]
+                n = p.numel() // rows
+                ws, ss = w2[:, offset:offset + n], s2[:, offset:offset + n]
                 w_norm, s_norm = (ws * ws).sum().sqrt(), (ss * ss).sum().sqrt()
                 trust = ((w_norm > 0) & (s_norm > 0)).where(w_norm / s_norm, 1.0)
-                ratios.append(trust.reshape(1).expand(n))
+                ratios.append(trust.reshape(1, 1).expand(rows, n))
                 offset += n
-            trust_flat = Tensor.cat(*ratios) if len(ratios) > 1 else ratios[0]
+            trust_flat = Tensor.cat(*ratios, dim=1) if len(ratios) > 1 else ratios[0]
+            trust_flat = trust_flat.pad(((0, 0), (0, w2.shape[1] - offset))).reshape(-1)  # (a ZeRO flat's tail: unused)
             out += [m, v, g.flat.assign((w - step * trust_flat * self.lr_on(g)).cast(g.flat.dtype))]
         return out + extra
