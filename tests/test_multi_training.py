@@ -14,7 +14,7 @@ import pytest
 from ember.schedule import schedule
 from ember.tensor import Tensor, engine
 from ember.tensor.jit import jit
-from ember.tensor.nn import optim, sparse_categorical_crossentropy
+from ember.tensor.nn import BatchNorm, optim, sparse_categorical_crossentropy
 from ember.uops import Ops, UOp
 
 
@@ -84,6 +84,29 @@ def test_assign_into_a_view_of_a_sharded_tensor(axis: int | None) -> None:
     assert_laid_out(t, a, devs(2), axis)
     t.T.assign(Tensor(a.T * 3).shard(devs(2), None if axis is None else 1 - axis)).realize()
     assert_laid_out(t, a * 3, devs(2), axis)
+
+
+@pytest.mark.parametrize("axis", [None, 0])
+def test_a_tensor_sharded_in_place_is_assignable(axis: int | None) -> None:
+    # replicated in place, its first part is the buffer it had (it stayed detached, neither realized nor assignable)
+    t = Tensor.arange(6).float().contiguous().realize()
+    t.shard_(devs(3), axis)
+    t.assign(t * 2).realize()
+    assert_laid_out(t, np.arange(6, dtype=np.float32) * 2, devs(3), axis)
+
+
+def test_data_parallel_batchnorm_running_statistics() -> None:
+    # a batch-sharded batch norm uses the statistics of the whole batch (allreduced) and updates the replicated
+    # running statistics in place, as one device does
+    x = np.random.default_rng(0).standard_normal((4, 3, 2, 2)).astype(np.float32) * 2 + 1
+    one, dp = BatchNorm(3), BatchNorm(3)
+    for t in (dp.weight, dp.bias, dp.running_mean, dp.running_var):
+        t.shard_(devs(2), None)
+    for _ in range(2):
+        np.testing.assert_allclose(dp(Tensor(x).shard(devs(2), 0)).numpy(), one(Tensor(x)).numpy(), rtol=1e-5,
+                                   atol=1e-5)
+    for got, want in ((dp.running_mean, one.running_mean), (dp.running_var, one.running_var)):
+        assert_laid_out(got, want.numpy(), devs(2), None, rtol=1e-6, atol=1e-6)
 
 
 def test_assign_errors() -> None:

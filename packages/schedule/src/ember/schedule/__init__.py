@@ -107,8 +107,8 @@ def schedule(sink: UOp, hold: frozenset[UOp] = frozenset()) -> Schedule:
     for orig in (*sink.src, *hold):
         if (new := multi.get(orig)) is None or orig in sched.becomes:
             continue
-        if new.op is Ops.MSTACK and all(p in sched.becomes for p in new.src):
-            sched.becomes[orig] = UOp.mstack([sched.becomes[p] for p in new.src], new.arg)
+        if new.op is Ops.MSTACK and all(p in sched.becomes for p in new.src):  # (a detached buffer: the buffer)
+            sched.becomes[orig] = UOp.mstack([strip_detach(sched.becomes[p]) for p in new.src], new.arg)
         elif new in sched.becomes:
             sched.becomes[orig] = sched.becomes[new]
     return sched
