@@ -370,6 +370,7 @@ def test_to_round_trips_and_layouts() -> None:
     np.testing.assert_array_equal(sharded.to("CPU:5").numpy(), a)  # gathered onto a device outside the set
     moved = sharded.to(("CPU:3", "CPU:4", "CPU:5"))  # as many devices: each part moves, the layout stays
     assert_laid_out(moved, a, ("CPU:3", "CPU:4", "CPU:5"), 1, exact=True)
+    assert_laid_out(sharded.to(devs(2)), a, devs(2), None, exact=True)  # another count: gathered, replicated
     np.testing.assert_array_equal(Tensor(Tensor(a), device=devs(2)).numpy(), a)
     assert_laid_out((Tensor(a) * 2).to(devs(3)), a * 2, devs(3), None, exact=True)  # a lazy value: computed, copied
 

@@ -139,7 +139,8 @@ class Optimizer:
                 if p.grad is not view:
                     if p.grad.shape != p.shape:  # type: ignore[union-attr]
                         raise ValueError(f"step: a .grad has shape {p.grad.shape}, its parameter {p.shape}")  # type: ignore[union-attr]
-                    pending.append(view.assign(p.grad.cast(view.dtype).to(view.device)))  # type: ignore[union-attr]
+                    if p.numel():  # (an empty parameter's view is no storage: nothing to land)
+                        pending.append(view.assign(p.grad.cast(view.dtype).to(view.device)))  # type: ignore[union-attr]
                     p.grad = view
                 else:
                     pending.append(view)
