@@ -375,6 +375,28 @@ def test_to_round_trips_and_layouts() -> None:
     assert_laid_out((Tensor(a) * 2).to(devs(3)), a * 2, devs(3), None, exact=True)  # a lazy value: computed, copied
 
 
+def test_a_copy_onto_devices_does_not_alias_its_source() -> None:
+    # every part of a new multi-device value is its own memory: a part on the source's device once was the source's
+    # buffer, so writing either changed that one replica (or shard) and not the others
+    a, b, c = data(6, 12), data(6, 12, seed=1), data(6, 12, seed=2)
+    x = Tensor(a).realize()
+    y = x.to(devs(3)).realize()
+    x.assign(Tensor(b)).realize()
+    assert_laid_out(y, a, devs(3), None, exact=True)
+    y.assign(Tensor(c).to(devs(3))).realize()
+    np.testing.assert_array_equal(x.numpy(), b)
+    for make, devices, axis in ((lambda t: t.shard(devs(2), 0), ("CPU", "CPU:5"), 0),  # a move sharing a device
+                                (lambda t: t.to(devs(2)), devs(3), None)):  # a replica onto more devices
+        x = make(Tensor(a)).realize()
+        y = x.to(devices).realize()
+        x.assign(make(Tensor(b))).realize()
+        assert_laid_out(y, a, devices, axis, exact=True)
+    x = Tensor(a).realize()
+    old = engine.buffers_of(x.uop)[0]
+    x.shard_(devs(2), None)  # in place: the tensor's own buffer stays its first replica, nothing copied
+    assert engine.buffers_of(x.uop)[0] is old
+
+
 def test_construction_and_creation_on_a_device_tuple() -> None:
     a = data(6, 12)
     assert_laid_out(Tensor(a, device=devs(3)), a, devs(3), None, exact=True)

@@ -330,6 +330,7 @@ def test_counts_of_elementwise_and_reshards(n: int) -> None:
     assert counts(rep.to("CPU:1")) == (0, 0) and counts(rep.to("CPU:7")) == (1, 0)  # a replica there, or one copy
     assert counts(x0.to(tuple(f"CPU:{i}" for i in range(5, 5 + n)))) == (n, 0)  # each part to its new device
     assert counts(Tensor(data(12, 12)).realize().shard(devs(n), 0)) == (n - 1, n)  # n shards cut, n-1 sent
+    assert counts(Tensor(data(12, 12)).realize().to(devs(n))) == (n, 0)  # a replica of a buffer: a copy each
     assert counts(x0.flip(1)) == (0, n)
     assert counts(x0.flip(0)) == (2 * (n // 2), n)  # shard i moves to device n-1-i (a middle one stays)
 
@@ -359,3 +360,18 @@ def test_data_parallel_linear_backward_copies_only_the_weight_gradient_allreduce
     # per device: y, the partial x^T @ dy, its fold; the only copies are the allreduce's
     assert counts(grad_w) == (n * (n - 1), 3 * n)
     assert grad_w.shard_axis is None
+
+
+def test_model_parallel_mlp_moves_only_the_forward_allreduce(n: int) -> None:
+    # Megatron's MLP: w1 split by output columns, w2 by input rows. The forward is one allreduce (of the partial
+    # logits); the loss on the replicated logits and every weight gradient (in its weight's layout) move nothing more
+    rng = np.random.default_rng(0)
+    params = [Tensor(p, requires_grad=True).shard_(devs(n), axis) for p, axis in zip(mlp_params(rng), (0, 0, 1, None))]
+    x = Tensor(rng.standard_normal((12, 8)).astype(np.float32)).to(devs(n)).realize()
+    y = Tensor(rng.integers(0, 6, 12).astype(np.int32)).to(devs(n)).realize()
+    logits = (x @ params[0].T + params[1]).relu() @ params[2].T + params[3]
+    assert counts(logits) == (n * (n - 1), 3 * n)  # per device: the hidden layer, the partial logits, their fold
+    loss = sparse_categorical_crossentropy(logits, y)
+    grads = loss.gradient(*params)
+    assert counts(loss, *grads)[0] == n * (n - 1)
+    assert [g.shard_axis for g in grads] == [0, 0, 1, None]

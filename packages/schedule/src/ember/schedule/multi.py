@@ -16,6 +16,7 @@ single-device graphs, which the rest of the scheduler handles like any other:
 from __future__ import annotations
 
 from ember.schedule.allreduce import allreduce
+from ember.schedule.rangeify import is_buffer_view
 from ember.uops import GroupOp, Ops, PatternMatcher, UOp, UPat, graph_rewrite, prod
 
 
@@ -140,20 +141,26 @@ def _flip(u: UOp, m: UOp) -> UOp:
     return UOp.mstack([p if p.device == d else p.copy_to_device(d) for p, d in zip(reversed(parts), devices)], m.arg)
 
 
+def _placed(x: UOp, device: str) -> UOp:
+    # a part of a new value is memory of its own: a buffer already there is copied too (as a name for the source's
+    # memory, a write to either would change that part alone)
+    return x if x.device == device and not is_buffer_view(x) else x.copy_to_device(device)
+
+
 def _copy(u: UOp, x: UOp, dev: UOp) -> UOp | None:
     target = dev.arg
     if x.op is not Ops.MSTACK:
         if not isinstance(target, tuple):
             return None
-        return UOp.mstack([x if x.device == d else x.copy_to_device(d) for d in target], None)
+        return UOp.mstack([_placed(x, d) for d in target], None)
     if isinstance(target, str):
         return gather(x, target)
     if target == x.device:
         return x
     if len(target) == len(x.src):
-        return UOp.mstack([p if p.device == d else p.copy_to_device(d) for p, d in zip(x.src, target)], x.arg)
+        return UOp.mstack([_placed(p, d) for p, d in zip(x.src, target)], x.arg)
     whole = gather(x, target[0])
-    return UOp.mstack([whole if d == target[0] else whole.copy_to_device(d) for d in target], None)
+    return UOp.mstack([_placed(whole, d) for d in target], None)
 
 
 def _assign(u: UOp, t: UOp, v: UOp) -> UOp:

@@ -176,7 +176,8 @@ class Tensor(creation.CreationMixin, random.RandomMixin, movement.MovementMixin,
                 size = self.shape[axis] // n
                 part = part.shrink(tuple((i * size, (i + 1) * size) if a == axis else (0, s)
                                          for a, s in enumerate(self.shape)))
-            parts.append(part if d == self.device else part.copy_to_device(d))
+            # (a buffer stays where it is only as shard_'s own: another tensor's would be one replica written alone)
+            parts.append(part.copy_to_device(d) if d != self.device or realize.is_realized(part) else part)
         return Tensor(UOp.mstack(parts, axis))
 
     def shard_(self, devices: Sequence[str], axis: int | None = None) -> Tensor:
