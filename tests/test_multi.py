@@ -15,9 +15,10 @@ import numpy as np
 import pytest
 import torch
 
+from ember.schedule import schedule
 from ember.tensor import Tensor, engine
 from ember.tensor.nn import cross_entropy, sparse_categorical_crossentropy
-from ember.uops import Ops, dtypes
+from ember.uops import Ops, UOp, dtypes, settings
 
 RTOL = ATOL = 1e-5
 
@@ -194,6 +195,17 @@ def test_matmul_layouts(layout: str, n: int) -> None:
                 out_axis)
 
 
+def test_reductions_over_the_shard_axis_with_the_ring_allreduce() -> None:
+    n = 3
+    with settings.Context(MULTI_ALLREDUCE="ring"):  # (chosen by size otherwise: these are small)
+        x, w = Tensor(data(8, 12)).shard(devs(n), 1).realize(), Tensor(data(12, 48, seed=1)).shard(devs(n), 0).realize()
+        items = schedule(UOp.sink((x @ w).uop)).items  # 384 floats: n chunks, each around the ring twice
+        assert sum(it.ast.op is Ops.COPY for it in items) == 2 * n * (n - 1)
+        check_grads(lambda x, w: (x @ w).softmax(-1), lambda x, w: (x @ w).softmax(-1),
+                    [data(8, 12), data(12, 48, seed=1)], [1, 0], n, None)
+        check_grads(lambda x: x.max(0) * x.sum(0), lambda x: x.amax(0) * x.sum(0), [data(12, 256)], [0], n, None)
+
+
 def test_matmul_on_four_devices() -> None:
     out = check_grads(lambda x, w: (x @ w).relu() @ w.T, lambda x, w: (x @ w).relu() @ w.T,
                       [data(8, 12), data(12, 8, seed=1)], [1, 0], 4, 1)  # row split, then column split (w.T)
@@ -303,11 +315,11 @@ def test_indexing_and_gather(axis: int | None) -> None:
     # an integer index tensor picks by comparison and sum: it works on any axis, the shard axis too (allreduced)
     a = data(6, 12)
     rows = np.array([5, 0, 3, 3], np.int32)
-    idx = np.random.default_rng(1).integers(0, 6, (6, 12)).astype(np.int32)
+    idx = np.random.default_rng(1).integers(0, 12, (6, 12)).astype(np.int32)
     check_grads(lambda x: x[Tensor(rows).to(devs(3))], lambda x: x[torch.tensor(rows, dtype=torch.long)], [a],
                 [axis], 3, None if axis == 0 else axis)
-    check_grads(lambda x: x.gather(1, Tensor(idx % 12).shard(devs(3), axis)),
-                lambda x: x.gather(1, torch.tensor(idx % 12, dtype=torch.long)), [a], [axis], 3, axis)
+    check_grads(lambda x: x.gather(1, Tensor(idx).shard(devs(3), axis)),
+                lambda x: x.gather(1, torch.tensor(idx, dtype=torch.long)), [a], [axis], 3, axis)
 
 
 def test_a_layer_of_ops_on_three_devices() -> None:
