@@ -87,6 +87,8 @@ class TrainConfig:
     peak_flops: float | None = None  # device peak flop/s for MFU; None = DEFAULT_CPU_PEAK_FLOPS on CPU
     device: str = "CPU"  # ember device to train on
     dp: int = 1  # data-parallel degree over all processes (DP): each of W MPI ranks drives dp // W devices
+    mp: int = 1  # tensor-parallel degree (MP): the layers split Megatron's way over mp devices of this process
+    zero: bool = False  # split the AdamW state over the data-parallel devices of a process (ZeRO-1; ZERO_OPTIM)
     submission_org: str = "ember"  # MLPerf submission_org
     submission_platform: str = "cpu"  # MLPerf submission_platform (SUBMISSION_PLATFORM)
 
@@ -155,7 +157,7 @@ class TrainConfig:
         for name in ("cache_dir", "wandb_project", "device", "submission_org", "submission_platform"):
             _string(name, getattr(self, name), nonempty=True)
         for name in ("batch_size", "grad_acc_steps", "seq_len", "train_samples", "eval_every", "eval_samples",
-                     "eval_batch_size", "max_steps", "dp"):
+                     "eval_batch_size", "max_steps", "dp", "mp"):
             _integer(name, getattr(self, name), minimum=1)
         for name in ("warmup_samples", "benchmark", "checkpoint_every"):
             _integer(name, getattr(self, name), minimum=0)
@@ -170,11 +172,14 @@ class TrainConfig:
         _number("end_lr", self.end_lr, low=0.0, high=float(self.lr), optional=True, high_name="lr")
         _choice("dtype", self.dtype, DTYPES)
         _choice("wandb_mode", self.wandb_mode, WANDB_MODES)
-        for name in ("master_weights", "fake_data", "resume", "wandb", "progress"):
+        for name in ("master_weights", "fake_data", "resume", "wandb", "progress", "zero"):
             _boolean(name, getattr(self, name))
         if self.max_steps <= self.warmup_steps:
             raise ValueError(f"TrainConfig.max_steps: must be greater than warmup_steps (= warmup_samples // "
                              f"global_batch_size = {self.warmup_steps}), got {self.max_steps}")
+        if self.dp > 1 and self.mp > 1:
+            raise ValueError(f"TrainConfig: dp={self.dp} with mp={self.mp} needs a 2-D device mesh, which is not "
+                             "supported; use one of them")
         if self.batch_size % self.dp:
             raise ValueError(f"TrainConfig.batch_size: each micro-batch is split over the dp={self.dp} data-parallel "
                              f"devices, so it must be a multiple of dp, got {self.batch_size}")
@@ -243,6 +248,8 @@ ENV_VARS: dict[str, str] = {
     "WANDB": "wandb",
     "SUBMISSION_PLATFORM": "submission_platform",
     "DP": "dp",
+    "MP": "mp",
+    "ZERO_OPTIM": "zero",
 }
 _ENV_ZERO_IS_UNSET = frozenset({"LLAMA_LAYERS"})  # tinygrad: LLAMA_LAYERS=0 means "the preset's layer count"
 _ENV_OF_FIELD = {field_name: env_name for env_name, field_name in ENV_VARS.items()}
@@ -289,6 +296,8 @@ FIELD_HELP: dict[str, str] = {
     "peak_flops": f"device peak flop/s for MFU (unset = {DEFAULT_CPU_PEAK_FLOPS:.1e} on CPU, an assumed value)",
     "device": "ember device to train on",
     "dp": "data-parallel degree, over all MPI ranks (a multiple of their number); each micro-batch is split over it",
+    "mp": "tensor-parallel degree: the model split over this many devices of one process (vocab padded to 256*mp)",
+    "zero": "split the AdamW state over a process's data-parallel devices (ZeRO-1)",
     "submission_org": "MLPerf submission_org",
     "submission_platform": "MLPerf submission_platform",
 }

@@ -251,6 +251,41 @@ class Llama:
     def named_parameters(self) -> dict[str, Tensor]:
         return dict(zip(parameter_shapes(self.cfg), self.parameters()))
 
+    # *** checkpoints: whole, unpadded tensors, whatever the layout (`shard`) ***
+    def unpad(self, name: str, value: np.ndarray) -> np.ndarray:
+        """A host array of parameter `name` (or of its optimizer state) without the padded vocabulary rows."""
+        return value[:self.cfg.vocab_size] if name == "output.weight" else value
+
+    def pad(self, name: str, value: np.ndarray) -> np.ndarray:
+        """The inverse of `unpad`: the padded rows (zeros) put back for this model's layout."""
+        rows = self.output.weight.shape[0] - self.cfg.vocab_size
+        return np.pad(value, ((0, rows), (0, 0))) if name == "output.weight" and rows else value
+
+    def checkpoint_state(self) -> dict[str, Tensor]:
+        """The parameters by name as one-device tensors of the model's own shapes (gathered, vocabulary unpadded):
+        what a checkpoint stores, so that any layout loads it."""
+        out = {}
+        for name, p in self.named_parameters().items():
+            whole = p.to(p.device[0]) if isinstance(p.device, tuple) else p
+            out[name] = whole[:self.cfg.vocab_size] if name == "output.weight" else whole
+        return out
+
+    def load_checkpoint_state(self, state: dict[str, Tensor]) -> None:
+        """Copy a `checkpoint_state` (of any layout) into the parameters in place."""
+        own = self.named_parameters()
+        if missing := sorted(set(own) - set(state)):
+            raise ValueError(f"Llama.load_checkpoint_state: missing parameters {missing[:3]}")
+        updates = []
+        for name, p in own.items():
+            value = state[name]
+            if value.shape != parameter_shapes(self.cfg)[name]:
+                raise ValueError(f"Llama.load_checkpoint_state: {name!r} has shape {value.shape}, the model "
+                                 f"{parameter_shapes(self.cfg)[name]}")
+            if (rows := p.shape[0] - value.shape[0]) > 0:
+                value = value.pad(((0, rows), (0, 0)))
+            updates.append(p.assign(value.cast(p.dtype).to(p.device).shard_like(p).contiguous()))
+        Tensor.realize_all(*updates)
+
     def _rope_for(self, seq_len: int) -> tuple[Tensor, Tensor]:
         if seq_len not in self._rope:
             cos, sin = rope_tables(self.cfg, seq_len)

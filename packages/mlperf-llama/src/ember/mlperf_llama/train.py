@@ -38,7 +38,7 @@ from ember.mlperf_llama.schedule import learning_rate
 from ember.tensor import Tensor, dtypes, jit, no_grad
 from ember.tensor.nn import optim, safe_load, safe_save
 
-CHECKPOINT_FORMAT = 1
+CHECKPOINT_FORMAT = 2  # 2: whole, unpadded tensors by parameter name (optimizer state too), for any layout
 
 
 @dataclass
@@ -137,13 +137,15 @@ class Trainer:
         if cfg.dp % self.world.size:
             raise ValueError(f"TrainConfig.dp: must be a multiple of the number of MPI ranks ({self.world.size}), "
                              f"got {cfg.dp}")
-        if (local_dp := cfg.dp // self.world.size) > 1:
-            raise NotImplementedError(f"in-process data parallel: dp={cfg.dp} over {self.world.size} MPI rank(s) "
-                                      f"needs {local_dp} devices per rank; launch one rank per data-parallel device "
-                                      f"instead (mpirun -np {cfg.dp})")
+        # this process's devices: dp // ranks data-parallel ones (the batch rows split over them), or mp
+        # tensor-parallel ones; `devices` is None on one device
+        local = max(cfg.dp // self.world.size, cfg.mp)
+        self.devices = local_devices(cfg.device, local) if local > 1 else None
         self.model_cfg = model_config(cfg)
         dtype = dtypes.bfloat16 if cfg.dtype == "bfloat16" else dtypes.float32
         self.model = Llama(self.model_cfg, seed=cfg.seed, dtype=dtype)
+        if self.devices is not None:
+            self.model.shard(self.devices, "mp" if cfg.mp > 1 else "dp")
         params = self.model.named_parameters()
         # Megatron's groups: no weight decay on 1-D parameters (the norms); everything else decays, embedding too
         decay = [p for p in params.values() if p.ndim >= 2]
@@ -151,7 +153,7 @@ class Trainer:
         self.opt = optim.AdamW([{"params": decay, "weight_decay": cfg.weight_decay},
                                 {"params": no_decay, "weight_decay": 0.0}],
                                lr=cfg.lr, b1=cfg.beta1, b2=cfg.beta2, eps=cfg.eps, clip_norm=cfg.clip_norm,
-                               master_weights=cfg.master_weights)
+                               master_weights=cfg.master_weights, zero=cfg.zero)
         self.opt.zero_grad()  # every .grad is a view of the flat gradient buffer: backward accumulates in place
         # the ranks' gradients are summed: each scales its mean loss by its share of the global batch
         scale = 1.0 / (cfg.grad_acc_steps * self.world.size)
@@ -192,7 +194,18 @@ class Trainer:
         if self.world.size == 1:
             return
         sums = [self.world.allreduce_sum_(g.numpy()) for g in self.read_gradients()]
-        self.write_gradients(*[Tensor(s, device=self.cfg.device) for s in sums])
+        self.write_gradients(*[Tensor(s, device=self.cfg.device).shard_like(g.flat_grad)
+                               for s, g in zip(sums, self.opt.groups)])
+
+    def place(self, rows: np.ndarray) -> Tensor:
+        """A token batch on this process's devices: its rows split over data-parallel devices (replicated when they
+        do not split evenly, as a short last eval batch may not), whole on each tensor-parallel one."""
+        tokens = Tensor(rows, device=self.cfg.device)
+        if self.devices is None:
+            return tokens
+        if self.cfg.mp == 1 and rows.shape[0] % len(self.devices) == 0:
+            return tokens.shard(self.devices, 0)
+        return tokens.to(self.devices)
 
     def evaluate(self, data: Data) -> float:
         """Mean next-token cross-entropy over the evaluation sequences (log perplexity); each rank evaluates its
@@ -202,7 +215,7 @@ class Trainer:
         for b in data.eval_batches(self.cfg):
             if not len(rows := self.world.shard_rows(b)):
                 continue  # a short last batch can leave a rank nothing
-            tokens = Tensor(rows, device=self.cfg.device)
+            tokens = self.place(rows)
             if rows.shape[0] == stop - start:
                 loss = self.eval_step(tokens).item()
             else:  # a short last batch: not the captured shape
@@ -211,6 +224,13 @@ class Trainer:
             total, count = total + loss * rows.shape[0], count + rows.shape[0]
         total, count = self.world.sum([total, count])
         return total / count
+
+
+def local_devices(device: str, n: int) -> tuple[str, ...]:
+    """n devices of `device`'s kind from it on: `local_devices("CPU", 2)` = ("CPU", "CPU:1")."""
+    base, _, index = device.partition(":")
+    first = int(index) if index else 0
+    return tuple(f"{base}:{first + i}" if first + i else base for i in range(n))
 
 
 # *** checkpoints ***
@@ -222,8 +242,11 @@ def save_checkpoint(directory: Path, trainer: Trainer, step: int, extra: dict[st
     tmp = Path(tempfile.mkdtemp(dir=directory, prefix=f".{final.name}."))
     try:
         trainer.opt.step_count = step  # jit replays do not run the Python side of step()
-        safe_save(trainer.model.named_parameters(), tmp / "model.safetensors")
-        safe_save(trainer.opt.state_dict(), tmp / "optimizer.safetensors")
+        # whole, unpadded tensors by parameter name: any device layout (dp, mp, zero) loads them
+        safe_save(trainer.model.checkpoint_state(), tmp / "model.safetensors")
+        opt_state = trainer.opt.param_state_dict(trainer.model.named_parameters())
+        safe_save({k: Tensor(trainer.model.unpad(k.partition(".")[2], v)) for k, v in opt_state.items()},
+                  tmp / "optimizer.safetensors")
         state = {"format": CHECKPOINT_FORMAT, "step": step, "samples": step * trainer.cfg.global_batch_size,
                  "rng": list(Tensor.rng_state()), "config": trainer.cfg.to_dict(),
                  **extra}
@@ -258,11 +281,13 @@ def load_checkpoint(directory: Path, trainer: Trainer) -> dict[str, Any]:
         raise ValueError(f"resume: the config differs from the checkpoint's in {changed} "
                          f"(checkpoint: {[saved.get(k) for k in changed]}, now: {[now.get(k) for k in changed]})")
     weights = safe_load(path / "model.safetensors", device=trainer.cfg.device)
-    own = trainer.model.named_parameters()
-    if sorted(weights) != sorted(own):
+    named = trainer.model.named_parameters()
+    if sorted(weights) != sorted(named):
         raise ValueError(f"resume: {path / 'model.safetensors'} does not hold this model's parameters")
-    Tensor.realize_all(*[p.assign(weights[k].cast(p.dtype).contiguous()) for k, p in own.items()])
-    trainer.opt.load_state_dict(safe_load(path / "optimizer.safetensors", device=trainer.cfg.device))
+    trainer.model.load_checkpoint_state(weights)
+    opt_state = {k: trainer.model.pad(k.partition(".")[2], v.numpy())
+                 for k, v in safe_load(path / "optimizer.safetensors", device=trainer.cfg.device).items()}
+    trainer.opt.load_param_state_dict(named, opt_state)
     Tensor.set_rng_state(tuple(state["rng"]))
     return state
 
@@ -310,7 +335,7 @@ def train(cfg: TrainConfig, world: World | None = None) -> TrainResult:
             t0 = time.perf_counter()
             loss = 0.0
             for _ in range(cfg.grad_acc_steps):
-                out = trainer.micro_step(Tensor(world.shard_rows(next(batch_iter)), device=cfg.device))
+                out = trainer.micro_step(trainer.place(world.shard_rows(next(batch_iter))))
                 loss += out[0].item() / cfg.grad_acc_steps
             trainer.allreduce_gradients()
             grad_norm = trainer.optimizer_step().item()
