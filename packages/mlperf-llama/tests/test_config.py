@@ -253,7 +253,8 @@ INVALID_CASES = [
     ({"device": ""}, ValueError, "TrainConfig.device: must be a non-empty string, got ''"),
     ({"dp": 0}, ValueError, "TrainConfig.dp: must be a positive integer, got 0"),
     ({"mp": 0}, ValueError, "TrainConfig.mp: must be a positive integer, got 0"),
-    ({"mp": 2, "dp": 2}, ValueError, "TrainConfig: dp=2 with mp=2 needs a 2-D device mesh, which is not supported; use one of them"),
+    ({"mp": 2, "dp": 2}, ValueError,
+     "TrainConfig: dp=2 with mp=2 needs a 2-D device mesh, which is not supported; use one of them"),
     ({"zero": "yes"}, TypeError, "TrainConfig.zero: must be a boolean, got str 'yes'"),
     ({"dp": 3, "batch_size": 4}, ValueError, "TrainConfig.batch_size: each micro-batch is split over the dp=3 "
                                              "data-parallel devices, so it must be a multiple of dp, got 4"),
