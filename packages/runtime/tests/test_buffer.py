@@ -209,3 +209,20 @@ def test_lru_out_of_memory_releases_the_cache_and_retries():
 def test_alloc_rejects_bad_sizes():
     with pytest.raises(ValueError, match="nbytes must be an int >= 0, got -1"):
         CountingAllocator().alloc(-1)
+
+
+@pytest.mark.parametrize("src_dev, dst_dev", [("CPU", "CPU:1"), ("CPU:1", "PYTHON"), ("PYTHON", "CPU"),
+                                              ("PYTHON", "PYTHON")])
+def test_copy_from_another_device(src_dev, dst_dev):
+    # CPU memory is host-addressable (one move into it); PYTHON's is not (through a staging copy)
+    values = np.arange(10, dtype=np.int32) * 7 - 3
+    src = Buffer(src_dev, 10, dtypes.int32).copyin(values)
+    dst = Buffer(dst_dev, 10, dtypes.int32)
+    assert (Device[dst_dev].allocator.as_host(dst.allocate().raw) is not None) == dst_dev.startswith("CPU")
+    assert dst.copy_from(src) is dst
+    np.testing.assert_array_equal(dst.numpy(), values)
+    view = Buffer(dst_dev, 4, dtypes.int32, base=dst, offset=8)  # a view is filled in place in its base
+    view.copy_from(Buffer(src_dev, 4, dtypes.int32).copyin(np.full(4, -1, np.int32)))
+    np.testing.assert_array_equal(dst.numpy(), np.concatenate([values[:2], [-1] * 4, values[6:]]))
+    with pytest.raises(ValueError, match="copy_from: .* has 40 bytes, .* holds 16"):
+        view.copy_from(src)

@@ -36,6 +36,11 @@ class Allocator:
         """Copy the raw buffer `src` into host bytes `dest` (format "B", exactly the size of src)."""
         raise NotImplementedError(f"{type(self).__name__}: copyout is not implemented")
 
+    def as_host(self, buf: Any) -> memoryview | None:
+        """The raw buffer's memory as host bytes, where the host can address it (CPU memory), else None: a copy
+        between two such buffers is one move, not a trip through a staging buffer."""
+        return None
+
     def offset(self, buf: Any, nbytes: int, offset: int) -> Any:
         """A raw buffer of `nbytes` bytes at byte `offset` into `buf`, sharing its memory (never freed itself)."""
         raise NotImplementedError(f"{type(self).__name__}: views (offset) are not supported")

@@ -140,6 +140,22 @@ class Buffer:
             self.allocator.copyout(mv, self._raw)
         return dest
 
+    def copy_from(self, src: Buffer) -> Buffer:
+        """Fill this buffer with the bytes of `src` (same size, any devices): straight into host-addressable memory,
+        else through a host staging copy."""
+        if src.nbytes != self.nbytes:
+            raise ValueError(f"copy_from: {src!r} has {src.nbytes} bytes, {self!r} holds {self.nbytes}")
+        if not self.nbytes:
+            return self
+        self.ensure_allocated()
+        if (host := self.allocator.as_host(self._raw)) is not None:
+            src.copyout(host)
+        else:
+            staging = bytearray(src.nbytes)
+            src.copyout(memoryview(staging))
+            self.copyin(memoryview(staging))
+        return self
+
     def numpy(self) -> np.ndarray:
         """A host copy as a 1-d numpy array of the buffer's dtype (bfloat16/fp8 have none: TypeError)."""
         if self.dtype.name not in _NUMPY_NAMES or self.dtype.count != 1:

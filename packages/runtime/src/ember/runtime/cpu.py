@@ -111,6 +111,9 @@ class CPUAllocator(LRUAllocator):
         assert dest.nbytes == src.nbytes, f"CPU copyout: a buffer of {src.nbytes} bytes into {dest.nbytes}"
         ctypes.memmove(_address(dest), src.addr, src.nbytes)
 
+    def as_host(self, buf: HostMemory) -> memoryview:
+        return memoryview((ctypes.c_uint8 * buf.nbytes).from_address(buf.addr)).cast("B")
+
     def offset(self, buf: HostMemory, nbytes: int, offset: int) -> HostMemory:
         return HostMemory(buf.addr + offset, nbytes, buf.owner or buf)
 

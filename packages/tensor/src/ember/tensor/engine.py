@@ -73,9 +73,7 @@ POOL_MIN_KERNELS = 8  # fewer kernels than this are built here: a worker's round
 
 def run_copy(item: ExecItem, bufs: list[Buffer] | None = None) -> None:
     dst, src = bufs if bufs is not None else (buffer_for(b) for b in item.bufs)
-    host = bytearray(src.nbytes)  # through the host, as raw bytes (any dtype)
-    src.copyout(memoryview(host))
-    dst.copyin(memoryview(host))
+    dst.copy_from(src)  # raw bytes (any dtype)
 
 
 class Launch(NamedTuple):
