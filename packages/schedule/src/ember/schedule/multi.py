@@ -52,9 +52,17 @@ def reshard(m: UOp, axis: int | None) -> list[UOp]:
         return list(m.src)
     n = len(m.src)
     if m.arg is None:  # each device already has the whole value: it keeps its shard
-        return [p.shrink(_shard_bounds(p.shape, axis, i, n)) for i, p in enumerate(m.src)]  # type: ignore[arg-type]
+        return [_keep_shard(p, axis, i, n) for i, p in enumerate(m.src)]  # type: ignore[arg-type]
     whole = [gather(m, d) for d in m.device]  # type: ignore[union-attr]
     return whole if axis is None else [w.shrink(_shard_bounds(w.shape, axis, i, n)) for i, w in enumerate(whole)]
+
+
+def _keep_shard(p: UOp, axis: int, i: int, n: int) -> UOp:
+    """Shard i of a whole value p. A value broadcast along the axis (a replicated weight expanded over a sharded
+    batch) is the same broadcast, smaller: no shrink over an expand, so the kernels fuse as on one device."""
+    if p.op is Ops.EXPAND and p.src[0].shape[axis] == 1:
+        return p.src[0].expand(tuple(s // n if a == axis else s for a, s in enumerate(p.shape)))
+    return p.shrink(_shard_bounds(p.shape, axis, i, n))
 
 
 def _moves_items(what: str, m: UOp) -> ValueError:

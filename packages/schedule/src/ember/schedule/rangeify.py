@@ -140,7 +140,8 @@ def realize_map(sink: UOp) -> set[UOp]:
     #    Readers first: work stored on its way to the reduce is broadcast into that store, not into the reduce.
     feeds_reduce: dict[UOp, bool] = {}
     for u in reversed(nodes):
-        feeds_reduce[u] = any(c not in realized and (c.op is Ops.REDUCE_AXIS or feeds_reduce.get(c, False))
+        # (a reduce stored itself, an output or a copy's source, still reads u in its kernel)
+        feeds_reduce[u] = any(c.op is Ops.REDUCE_AXIS or (c not in realized and feeds_reduce.get(c, False))
                               for c in users[u])
         if u.op is Ops.EXPAND and feeds_reduce[u]:
             src = u.src[0]
