@@ -182,7 +182,7 @@ def log_hyperparameters(ml: MLLogger, cfg: TrainConfig, n_params: int, *,
         c.MAX_SEQUENCE_LENGTH: int(cfg.seq_len),
         c.MAX_STEPS: int(cfg.max_steps),
         c.GRADIENT_ACCUMULATION_STEPS: int(cfg.grad_acc_steps),
-        c.MICRO_BATCH_SIZE: int(cfg.batch_size),
+        c.MICRO_BATCH_SIZE: int(cfg.batch_size // cfg.dp),  # per data-parallel device
         c.OPT_NAME: "adamw",
         c.OPT_BASE_LR: float(cfg.lr),
         c.OPT_END_LR: float(cfg.end_learning_rate),
