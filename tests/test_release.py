@@ -50,10 +50,12 @@ def test_patch_bump_updates_version_and_changelog(repo: Path) -> None:
 
 
 def test_distribution_name_and_explicit_version(repo: Path) -> None:
-    result = release(repo, "ember-mlperf-llama", "0.1.7")
+    major, minor, patch = map(int, version_of(repo, "mlperf-llama", "mlperf_llama").split("."))
+    explicit = f"{major}.{minor}.{patch + 7}"  # newer than whatever the package is at
+    result = release(repo, "ember-mlperf-llama", explicit)
 
     assert result.returncode == 0, result.stderr
-    assert version_of(repo, "mlperf-llama", "mlperf_llama") == "0.1.7"
+    assert version_of(repo, "mlperf-llama", "mlperf_llama") == explicit
 
 
 def test_dry_run_writes_nothing(repo: Path) -> None:
