@@ -233,3 +233,27 @@ def test_named_ops_match_the_operators():
     check(x.ne(y), tx != ty)
     with pytest.raises(TypeError, match="neg: negation of a bool tensor is not allowed"):
         1 - Tensor([True])
+
+
+@pytest.mark.parametrize("device", ["CPU", "PYTHON"])
+@pytest.mark.parametrize("npdt", [np.int8, np.int32, np.int64, np.uint8, np.uint32])
+def test_integer_division_never_traps(device, npdt):
+    """x // 0 and x % 0 are 0 and MIN // -1 is MIN (numpy's results; C traps on them, SIGFPE on x86), the same on
+    every device; everything else is Python's floor division. Random values with the edge cases mixed in."""
+    info = np.iinfo(npdt)
+    rng = np.random.default_rng(int(info.bits))
+    edges = [0, 1, info.min, info.max] + ([-1] if info.min < 0 else [])
+    a = np.concatenate([rng.integers(info.min, info.max, 200, dtype=npdt, endpoint=True),
+                        np.array(edges * len(edges), npdt)])
+    b = np.concatenate([rng.integers(info.min, info.max, 200, dtype=npdt, endpoint=True),
+                        np.array([e for e in edges for _ in edges], npdt)])
+    b[:40] = 0  # plenty of zero divisors among the random values
+    with np.errstate(all="ignore"):
+        want_q, want_r = np.floor_divide(a, b), np.remainder(a, b)
+    ta, tb = Tensor(a, device=device), Tensor(b, device=device)
+    np.testing.assert_array_equal((ta // tb).numpy(), want_q)
+    np.testing.assert_array_equal((ta % tb).numpy(), want_r)
+    for k in (3, -3, 0, -1) if info.min < 0 else (3, 0):  # Python int divisors: the guard only where they trap
+        with np.errstate(all="ignore"):
+            np.testing.assert_array_equal((ta // k).numpy(), np.floor_divide(a, npdt(k)))
+            np.testing.assert_array_equal((ta % k).numpy(), np.remainder(a, npdt(k)))

@@ -81,9 +81,24 @@ class TensorElementwiseMixin(ElementwiseMixin):
         return a * b.reciprocal()
 
     def _int_divmod(self, x: Any, reverse: bool) -> tuple[Tensor, Tensor]:
-        # C's division truncates: step the quotient down (and the remainder over) where the signs differ
+        # C's division truncates: step the quotient down (and the remainder over) where the signs differ.
+        # A zero divisor, and MIN // -1 (its quotient overflows), trap in hardware (SIGFPE on x86): the results are
+        # numpy's instead, on every device: x // 0 == x % 0 == 0, MIN // -1 == MIN (wrapped), MIN % -1 == 0. (PyTorch
+        # raises for a zero divisor, which needs the divisor on the host; a kernel cannot raise.) A Python int divisor
+        # that cannot trap costs nothing extra.
         a, b = self._broadcasted(x, reverse)
-        q, r = a.alu(Ops.IDIV, b), a.alu(Ops.MOD, b)
+        signed = not dtypes.is_unsigned(a.dtype)
+        safe = not reverse and isinstance(x, int) and x != 0 and not (signed and x == -1)
+        if safe:
+            q, r = a.alu(Ops.IDIV, b), a.alu(Ops.MOD, b)
+        else:
+            zero = b == 0
+            trap = zero.logical_or(b == -1) if signed else zero
+            d = trap.where(1, b)  # a divisor that cannot trap; the trapping lanes are set below
+            q, r = a.alu(Ops.IDIV, d), a.alu(Ops.MOD, d)  # (b == -1: q = a, r = 0)
+            if signed:  # a // -1 == -a, and MIN stays MIN (two's complement wraps) without computing -MIN
+                q = (b == -1).where((a == dtypes.min(a.dtype)).where(a, a * -1), q)
+            q, r = zero.where(0, q), zero.where(0, r)
         fix = (r != 0).logical_and((r < 0) != (b < 0))
         return fix.where(q - 1, q), fix.where(r + b, r)
 
