@@ -257,3 +257,22 @@ def test_integer_division_never_traps(device, npdt):
         with np.errstate(all="ignore"):
             np.testing.assert_array_equal((ta // k).numpy(), np.floor_divide(a, npdt(k)))
             np.testing.assert_array_equal((ta % k).numpy(), np.remainder(a, npdt(k)))
+
+
+def test_bad_shapes_and_empty_reductions_are_clear_errors():
+    with pytest.raises(ValueError, match=r"empty: shape must be non-negative ints, got \(-5,\)"):
+        Tensor.empty(-5)
+    for op in ("max", "min"):  # no identity: torch and numpy raise too
+        with pytest.raises(ValueError, match=rf"{op}: cannot reduce over dim 0 of size 0 \(shape \(0, 3\)\)"):
+            getattr(Tensor.zeros(0, 3), op)(axis=0)
+        with pytest.raises(ValueError, match=rf"{op}: cannot reduce over dim 0 of size 0"):
+            getattr(Tensor.zeros(0), op)()
+    assert Tensor.zeros(0, 3).max(axis=1).shape == (0,)  # over a non-empty axis: an empty result, fine
+    x = Tensor(np.arange(12.0).reshape(3, 4))
+    with pytest.raises(IndexError, match=r"the shape of the mask \(2,\) at index 0 does not match the shape of the "
+                                         r"indexed tensor \(3, 4\) at index 0"):
+        x[Tensor([True, False])]
+    with pytest.raises(IndexError, match=r"mask \(3,\) at index 1 does not match"):
+        x[..., Tensor([True, False, True])]
+    np.testing.assert_array_equal(x[..., Tensor([True, False, True, False])].numpy(), x.numpy()[..., [0, 2]])
+    np.testing.assert_array_equal(x[1:, Tensor([False, True, True, False])].numpy(), x.numpy()[1:, [1, 2]])

@@ -38,6 +38,8 @@ class CreationMixin:
     @staticmethod
     def empty(*shape: Any, dtype: DType | None = None, device: str | None = None) -> Tensor:
         shape_t = shape_args(shape)
+        if any(s < 0 for s in shape_t):
+            raise ValueError(f"empty: shape must be non-negative ints, got {shape_t}")
         dt = dtype or dtypes.float32
         dev = canonical_device(device)
         if isinstance(dev, tuple):  # a buffer on each device

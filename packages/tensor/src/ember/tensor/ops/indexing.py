@@ -63,6 +63,10 @@ def _check_index_bounds(index: Tensor, size: int, dim: int, low: int | None = No
         raise IndexError(f"{what}index {bad} is out of range for dim {dim} of size {size}")
 
 
+def _is_mask(k: Any) -> bool:
+    return isinstance(k, Tensor) and k.dtype == dtypes.bool
+
+
 class IndexingMixin:
     """numpy indexing: `x[1:, ::2]`, `x[idx]`, `x[x < 0] = 0`, `x.gather(1, idx)`."""
 
@@ -103,10 +107,16 @@ class IndexingMixin:
         bool masks (realized to find the selected positions)."""
         idx = list(idx) if isinstance(idx, tuple) else [idx]
         idx = [_as_index(k, self.device) for k in idx]
-        # a bool mask stands for the int index of each of its dims
+        # a bool mask stands for the int index of each of its dims (which it must match, as in numpy and torch)
+        used = [0 if k is None or k is Ellipsis else k.ndim if _is_mask(k) else 1 for k in idx]
+        dots = next((j for j, k in enumerate(idx) if k is Ellipsis), len(idx))
         expanded: list[Any] = []
-        for k in idx:
-            if isinstance(k, Tensor) and k.dtype == dtypes.bool:
+        for j, k in enumerate(idx):
+            if _is_mask(k):
+                d = sum(used[:j]) if j < dots else self.ndim - sum(used[j:])
+                if d < 0 or k.shape != self.shape[d:d + k.ndim]:
+                    raise IndexError(f"the shape of the mask {k.shape} at index {max(d, 0)} does not match the shape "
+                                     f"of the indexed tensor {self.shape} at index {max(d, 0)}")
                 expanded.extend(Tensor(ix.astype(np.int32), self.device) for ix in np.nonzero(k.numpy()))
             else:
                 expanded.append(k)

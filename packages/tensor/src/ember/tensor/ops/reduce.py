@@ -34,10 +34,19 @@ class ReduceMixin:
     def sum(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
         return self.cast(sum_acc_dtype(self.dtype))._reduce(Ops.ADD, axis, keepdim)
 
+    def _nonempty(self, op: str, axis: int | Sequence[int] | None) -> None:
+        """A max or min over no elements has no value: an error, as in torch (numpy raises too)."""
+        for a in normalize_axis(axis, self.ndim, op):
+            if self.ndim and self.shape[a] == 0:
+                raise ValueError(f"{op}: cannot reduce over dim {a} of size 0 (shape {self.shape}); there is no "
+                                 "identity for it")
+
     def max(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        self._nonempty("max", axis)
         return self._reduce(Ops.MAX, axis, keepdim)
 
     def min(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        self._nonempty("min", axis)
         if self.dtype == dtypes.bool:
             return self.logical_not().max(axis, keepdim).logical_not()
         if dtypes.is_unsigned(self.dtype):
