@@ -97,6 +97,17 @@ def test_data_errors_are_clear(corpus, tmp_path):
         train(config(corpus, tmp_path, train_prefix="missing"))
     with pytest.raises(ValueError, match="eval_samples"):
         train(config(corpus, tmp_path, eval_samples=100000, eval_batch_size=2))
+    # a tokenizer given for the (pre-tokenized) data must exist, parse, and fit the vocabulary
+    with pytest.raises(FileNotFoundError, match="tokenizer file .*nope.model.* does not exist"):
+        train(config(corpus, tmp_path, tokenizer=str(tmp_path / "nope.model")))
+    (tmp_path / "junk.model").write_bytes(b"\x00\xffnot a tokenizer")
+    with pytest.raises(ValueError, match="neither a tiktoken ranks file"):
+        train(config(corpus, tmp_path, tokenizer=str(tmp_path / "junk.model")))
+    ranks = {bytes([i]): i for i in range(256)} | {b"x" * n: 254 + n for n in range(2, 5000)}
+    big = TiktokenTokenizer.from_ranks(ranks)
+    big.save(tmp_path / "big.model")
+    with pytest.raises(ValueError, match=r"has \d+ ids, the model's vocabulary only 4096"):
+        train(config(corpus, tmp_path, tokenizer=str(tmp_path / "big.model")))
 
 
 def test_cli(corpus, tmp_path, capsys):

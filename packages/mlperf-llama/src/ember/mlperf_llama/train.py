@@ -35,6 +35,7 @@ from ember.mlperf_llama.distributed import World
 from ember.mlperf_llama.logging import MLLogger, Progress, WandbLogger, log_hyperparameters, log_submission
 from ember.mlperf_llama.model import Llama, LlamaConfig, flops_per_token, parameter_count, preset
 from ember.mlperf_llama.schedule import learning_rate
+from ember.mlperf_llama.tokenizer import load_tokenizer
 from ember.tensor import Tensor, dtypes, jit, no_grad
 from ember.tensor.nn import optim, safe_load, safe_save
 
@@ -83,7 +84,13 @@ class Data:
 
 
 def load_data(cfg: TrainConfig, vocab_size: int) -> Data:
-    """The datasets `cfg` names (data_dir/prefixes, or the embedded default), with indices cached in cache_dir."""
+    """The datasets `cfg` names (data_dir/prefixes, or the embedded default), with indices cached in cache_dir. A
+    tokenizer named in `cfg` (the data is already tokenized) must open and fit the model's vocabulary."""
+    if cfg.tokenizer:
+        tokenizer = load_tokenizer(cfg.tokenizer)  # a missing or unreadable file raises, naming it
+        if tokenizer.vocab_size > vocab_size:
+            raise ValueError(f"train: the tokenizer {cfg.tokenizer} has {tokenizer.vocab_size} ids, the model's "
+                             f"vocabulary only {vocab_size} (preset {cfg.preset!r}); use a matching tokenizer/preset")
     if cfg.fake_data:
         return Data(vocab_size, None, None)
     train_prefix, valid_prefix = dataset_prefixes(cfg)
