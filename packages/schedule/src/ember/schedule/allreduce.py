@@ -112,12 +112,18 @@ def _ring(op: Ops, parts: list[UOp]) -> list[UOp]:
         for k in range(n - 1):  # all-gather: on around the ring from device c-1
             acc = acc.copy_to_device(parts[(c + k) % n].device)
             held[(c + k) % n].append((start, acc))
-    return [_concat(sorted(chunks), numel).reshape(shape) for chunks in held]
+    # (one chunk: the whole part, in its shape)
+    return [side_by_side([x for _, x in sorted(chunks)], 0).reshape(shape) for chunks in held]
 
 
-def _concat(chunks: list[tuple[int, UOp]], numel: int) -> UOp:
-    """The chunks side by side: each padded into place, then summed (disjoint, so the sum is exact; OR for bool)."""
-    if len(chunks) == 1:  # one chunk: the whole part, in its shape
-        return chunks[0][1]
-    join = Ops.OR if chunks[0][1].dtype == dtypes.bool else Ops.ADD
-    return _fold(join, [x.pad(((start, numel - start - x.shape[0]),)) for start, x in chunks])
+def side_by_side(values: list[UOp], axis: int) -> UOp:
+    """`values` (one device, one shape but along `axis`) concatenated along `axis`: each padded into place, then summed
+    (disjoint, so the sum is exact; OR for bool)."""
+    if len(values) == 1:
+        return values[0]
+    total, start, placed = sum(v.shape[axis] for v in values), 0, []
+    for v in values:
+        placed.append(v.pad(tuple((start, total - start - v.shape[axis]) if a == axis else (0, 0)
+                                  for a in range(v.ndim))))
+        start += v.shape[axis]
+    return _fold(Ops.OR if values[0].dtype == dtypes.bool else Ops.ADD, placed)

@@ -40,9 +40,14 @@ def assign_target(a: UOp) -> UOp:
     return _written(a.src[0])
 
 
-def _written(t: UOp) -> UOp:
+def _under_views(t: UOp) -> UOp:
     while t.op in GroupOp.Movement:
         t = t.src[0]
+    return t
+
+
+def _written(t: UOp) -> UOp:
+    t = _under_views(t)
     if t.op not in BUFFERS:
         raise ValueError(f"assign: the target must be a realized buffer (or a view of one), got {t.op}")
     return t
@@ -51,9 +56,7 @@ def _written(t: UOp) -> UOp:
 def assign_targets(a: UOp) -> list[UOp]:
     """The buffers an ASSIGN writes: its target's, or each device's part of a multi-device target (an MSTACK, or a
     view of one)."""
-    t = a.src[0]
-    while t.op in GroupOp.Movement:
-        t = t.src[0]
+    t = _under_views(a.src[0])
     return [_written(p) for p in t.src] if t.op is Ops.MSTACK else [_written(t)]
 
 

@@ -15,9 +15,9 @@ single-device graphs, which the rest of the scheduler handles like any other:
 
 from __future__ import annotations
 
-from ember.schedule.allreduce import allreduce
+from ember.schedule.allreduce import allreduce, side_by_side
 from ember.schedule.rangeify import is_buffer_view
-from ember.uops import GroupOp, Ops, PatternMatcher, UOp, UPat, graph_rewrite, prod
+from ember.uops import GroupOp, Ops, PatternMatcher, UOp, UPat, graph_rewrite, prod, shard_bounds, shard_shape
 
 
 def is_multi(sink: UOp) -> bool:
@@ -25,25 +25,12 @@ def is_multi(sink: UOp) -> bool:
     return any(u.op is Ops.MSTACK or u.op is Ops.DEVICE and isinstance(u.arg, tuple) for u in sink.toposort())
 
 
-def _shard_bounds(shape: tuple[int, ...], axis: int, i: int, n: int) -> tuple[tuple[int, int], ...]:
-    s = shape[axis] // n
-    return tuple((i * s, (i + 1) * s) if a == axis else (0, d) for a, d in enumerate(shape))
-
-
 def gather(m: UOp, device: str) -> UOp:
     """The whole value of MSTACK `m` on one device: its parts copied there and put side by side."""
     parts = [p if p.device == device else p.copy_to_device(device) for p in m.src]
     if m.arg is None:
         return parts[m.device.index(device)] if device in m.device else parts[0]
-    axis, n = m.arg, len(parts)
-    size = m.src[0].shape[axis]
-    fold = Ops.OR if m.dtype.name == "bool" else Ops.ADD
-    out = None
-    for i, p in enumerate(parts):  # each part padded into place: the sum is the concatenation
-        placed = p.pad(tuple((i * size, (n - 1 - i) * size) if a == axis else (0, 0) for a in range(p.ndim)))
-        out = placed if out is None else out.alu(fold, placed)
-    assert out is not None
-    return out
+    return side_by_side(parts, m.arg)
 
 
 def reshard(m: UOp, axis: int | None) -> list[UOp]:
@@ -54,15 +41,15 @@ def reshard(m: UOp, axis: int | None) -> list[UOp]:
     if m.arg is None:  # each device already has the whole value: it keeps its shard
         return [_keep_shard(p, axis, i, n) for i, p in enumerate(m.src)]  # type: ignore[arg-type]
     whole = [gather(m, d) for d in m.device]  # type: ignore[union-attr]
-    return whole if axis is None else [w.shrink(_shard_bounds(w.shape, axis, i, n)) for i, w in enumerate(whole)]
+    return whole if axis is None else [w.shrink(shard_bounds(w.shape, axis, i, n)) for i, w in enumerate(whole)]
 
 
 def _keep_shard(p: UOp, axis: int, i: int, n: int) -> UOp:
     """Shard i of a whole value p. A value broadcast along the axis (a replicated weight expanded over a sharded
     batch) is the same broadcast, smaller: no shrink over an expand, so the kernels fuse as on one device."""
     if p.op is Ops.EXPAND and p.src[0].shape[axis] == 1:
-        return p.src[0].expand(tuple(s // n if a == axis else s for a, s in enumerate(p.shape)))
-    return p.shrink(_shard_bounds(p.shape, axis, i, n))
+        return p.src[0].expand(shard_shape(p.shape, axis, n))
+    return p.shrink(shard_bounds(p.shape, axis, i, n))
 
 
 def _moves_items(what: str, m: UOp) -> ValueError:
@@ -120,9 +107,7 @@ def _permute(u: UOp, m: UOp) -> UOp:
 
 
 def _expand(u: UOp, m: UOp) -> UOp:
-    n = len(m.src)
-    shape = tuple(s // n if a == m.arg else s for a, s in enumerate(u.arg))
-    return UOp.mstack([p.expand(shape) for p in m.src], m.arg)
+    return UOp.mstack([p.expand(shard_shape(u.arg, m.arg, len(m.src))) for p in m.src], m.arg)
 
 
 def _pad(u: UOp, m: UOp) -> UOp:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from ember.schedule import assign_targets, buffers_read, overlaps, storage
 from ember.tensor import engine
-from ember.uops import Ops, UOp, prod
+from ember.uops import Ops, UOp, prod, shard_shape
 
 if TYPE_CHECKING:
     from ember.tensor.tensor import Tensor
@@ -181,16 +181,13 @@ def share_storage(tensors: Sequence[Tensor], multiple: int = 1) -> Tensor:
     (device, dtype), = kinds
     realize_all(tensors)
     axes = [t.uop.arg if t.uop.op is Ops.MSTACK else None for t in tensors]
-    if isinstance(device, tuple):
-        if len({a is None for a in axes}) > 1:
-            raise ValueError("share_storage: a mix of replicated and sharded tensors (a flat buffer is one or the "
-                             "other; keep them in separate groups)")
-        size = sum(t.numel() // (len(device) if a is not None else 1) for t, a in zip(tensors, axes))
-        size = -(-size // multiple) * multiple
-        flat = Tensor(UOp.mstack([Tensor.empty(size, dtype=dtype, device=d).uop for d in device],
-                                 None if axes[0] is None else 0))
-    else:
-        flat = Tensor.empty(-(-sum(t.numel() for t in tensors) // multiple) * multiple, dtype=dtype, device=device)
+    if len({a is None for a in axes}) > 1:
+        raise ValueError("share_storage: a mix of replicated and sharded tensors (a flat buffer is one or the "
+                         "other; keep them in separate groups)")
+    devices = device if isinstance(device, tuple) else (device,)
+    size = sum(int(prod(shard_shape(t.shape, a, len(devices)))) for t, a in zip(tensors, axes))  # on each device
+    flats = [Tensor.empty(-(-size // multiple) * multiple, dtype=dtype, device=d).uop for d in devices]
+    flat = Tensor(UOp.mstack(flats, None if axes[0] is None else 0) if isinstance(device, tuple) else flats[0])
     mapping: dict[UOp, UOp] = {}
     for t, view in zip(tensors, storage_views(flat, [t.shape for t in tensors], axes)):
         if t.numel() == 0:
@@ -230,8 +227,7 @@ def storage_views(flat: Tensor, shapes: Sequence[tuple[int, ...]],
     axes = list(axes) if axes is not None else [None] * len(shapes)
     if len(axes) != len(shapes):
         raise ValueError(f"storage_views: {len(shapes)} shapes but {len(axes)} axes")
-    local = [shape if a is None or n == 1 else tuple(s // n if i == a else s for i, s in enumerate(shape))
-             for shape, a in zip(shapes, axes)]
+    local = [shard_shape(shape, a, n) for shape, a in zip(shapes, axes)]
     if (need := sum(int(prod(s)) for s in local)) > parts[0].shape[0]:
         raise ValueError(f"storage_views: the shapes need {need} elements, `flat` has {parts[0].shape[0]}")
     places = [(b.src[0], b.arg[1]) if b.op is Ops.BUFFER_VIEW else (b, 0) for b in bases]  # type: ignore[union-attr]

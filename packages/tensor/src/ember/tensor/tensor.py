@@ -15,7 +15,7 @@ from ember.schedule import shard_axis as axis_of
 from ember.tensor import engine, realize
 from ember.tensor.ops import activation, creation, elementwise, indexing, movement, random, reduce
 from ember.tensor.ops.args import canonical_device, normalize_axis
-from ember.uops import DType, Ops, UOp, dtypes, from_numpy_dtype, prod, to_numpy_dtype
+from ember.uops import DType, Ops, UOp, dtypes, from_numpy_dtype, prod, shard_bounds, to_numpy_dtype
 from ember.uops import gradient as uop_gradient
 
 _NUMPY_NAMES = frozenset({"bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float16",
@@ -171,11 +171,7 @@ class Tensor(creation.CreationMixin, random.RandomMixin, movement.MovementMixin,
             return Tensor(UOp.mstack([self.uop.mselect(i, axis) for i in range(n)], axis))
         parts = []
         for i, d in enumerate(devs):
-            part = self.uop
-            if axis is not None:
-                size = self.shape[axis] // n
-                part = part.shrink(tuple((i * size, (i + 1) * size) if a == axis else (0, s)
-                                         for a, s in enumerate(self.shape)))
+            part = self.uop if axis is None else self.uop.shrink(shard_bounds(self.shape, axis, i, n))
             # (a buffer stays where it is only as shard_'s own: another tensor's would be one replica written alone)
             parts.append(part.copy_to_device(d) if d != self.device or realize.is_realized(part) else part)
         return Tensor(UOp.mstack(parts, axis))

@@ -479,7 +479,7 @@ def _infer_shape(u: UOp) -> Shape | None:
         (i, axis), s, n = u.arg, u.src[0].shape, len(u.src[0].device)
         if s is None or not 0 <= i < n or axis is not None and not (0 <= axis < len(s) and s[axis] % n == 0):
             raise ValueError(f"MSELECT: cannot select part {i} along axis {axis} of shape {s} over {n} devices")
-        return s if axis is None else (*s[:axis], s[axis] // n, *s[axis + 1:])
+        return shp.shard_shape(s, axis, n)
     return None
 
 

@@ -105,6 +105,17 @@ def flip_shape(shape: Shape, flips: tuple[bool, ...]) -> Shape:
     return tuple(shape)
 
 
+def shard_shape(shape: Shape, axis: int | None, n: int) -> Shape:
+    """The shape of each of the n parts of a value of `shape` split evenly along `axis` (None: whole copies)."""
+    return tuple(shape) if axis is None else tuple(s // n if a == axis else s for a, s in enumerate(shape))
+
+
+def shard_bounds(shape: Shape, axis: int, i: int, n: int) -> tuple[tuple[sint, sint], ...]:
+    """The SHRINK bounds of part i of a value of `shape` split evenly along `axis` into n parts."""
+    size = shape[axis] // n
+    return tuple((i * size, (i + 1) * size) if a == axis else (0, s) for a, s in enumerate(shape))
+
+
 def reduce_shape(shape: Shape, axes: tuple[int, ...]) -> Shape:
     if any(not 0 <= a < len(shape) for a in axes) or len(set(axes)) != len(axes):
         raise ValueError(f"reduce: axes {axes} are not distinct axes of shape {tuple(shape)} "

@@ -17,7 +17,7 @@ import numpy as np
 from ember.tensor import engine
 from ember.tensor.realize import share_storage, storage_views
 from ember.tensor.tensor import Tensor, no_grad
-from ember.uops import DType, dtypes, prod
+from ember.uops import DType, dtypes, prod, shard_shape
 
 
 class ParamGroup:
@@ -49,7 +49,7 @@ class ParamGroup:
     def _places(self) -> list[tuple[int, int, tuple[int, ...]]]:
         out, offset = [], 0
         for p, a in zip(self.params, self.axes):
-            local = tuple(s // self.ndev if i == a else s for i, s in enumerate(p.shape))
+            local = shard_shape(p.shape, a, self.ndev)
             k = int(prod(local))
             out.append((offset, k, local))
             offset += k
