@@ -1,4 +1,4 @@
-"""The shape of the monorepo: seven packages, the dependency graph of DESIGN.md, ranges that admit what exists, and
+"""The shape of the monorepo: eight packages, the dependency graph of DESIGN.md, ranges that admit what exists, and
 imports across packages only of what each package's `__init__` exports."""
 
 import ast
@@ -22,6 +22,7 @@ PACKAGES = {
     "codegen": "codegen",
     "runtime": "runtime",
     "amd-runtime": "amd_runtime",
+    "cuda-runtime": "cuda_runtime",
     "tensor": "tensor",
     "mlperf-llama": "mlperf_llama",
 }
@@ -33,6 +34,7 @@ DEPENDENCY_GRAPH = {
     "ember-codegen": {"ember-uops"},
     "ember-runtime": {"ember-uops", "ember-codegen"},  # dtypes and settings from uops, the renderer from codegen
     "ember-amd-runtime": {"ember-runtime"},
+    "ember-cuda-runtime": {"ember-runtime"},
     "ember-tensor": {"ember-uops", "ember-schedule", "ember-codegen", "ember-runtime"},
     "ember-mlperf-llama": {"ember-tensor"},
 }
@@ -52,7 +54,7 @@ def current_version(folder: str) -> str:
     return re.search(r"""^__version__\s*=\s*["']([^"']+)["']""", version_file.read_text(), re.MULTILINE).group(1)
 
 
-def test_exactly_the_seven_packages() -> None:
+def test_exactly_the_eight_packages() -> None:
     assert sorted(p.name for p in PACKAGES_DIR.iterdir() if p.is_dir()) == sorted(PACKAGES)
 
 
