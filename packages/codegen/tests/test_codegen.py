@@ -156,8 +156,8 @@ def test_hand_coded_opts_and_errors(run_c, rng):
         apply_opts(ast, [Opt(OptOps.UNROLL, 0, 2)])
     with pytest.raises(KernelOptError, match="out of range"):
         apply_opts(ast, [Opt(OptOps.UPCAST, 9, 2)])
-    with pytest.raises(KernelOptError, match="LOCAL is not supported"):
-        apply_opts(ast, [Opt(OptOps.LOCAL, 0, 2)])
+    with pytest.raises(KernelOptError, match="CRenderer has no workgroups"):
+        to_program(ast, CRenderer(), [Opt(OptOps.LOCAL, 0, 2)])
     with pytest.raises(ValueError, match="must be a SINK"):
         to_program(param(0, 4), CRenderer())
 

@@ -3,7 +3,15 @@ its accesses and the renderer's capabilities. What each Opt does is opt.py's."""
 
 from __future__ import annotations
 
-from ember.codegen.opt import MAX_PANEL_BYTES, KernelOptError, apply_opt, apply_opts, kernel_ranges, range_size
+from ember.codegen.opt import (
+    MAX_PANEL_BYTES,
+    KernelOptError,
+    apply_opt,
+    apply_opts,
+    kernel_ranges,
+    nested_reduce,
+    range_size,
+)
 from ember.codegen.program import Opt, OptOps
 from ember.codegen.renderer import Renderer
 from ember.uops import AxisType, Ops, UOp, linear_terms
@@ -118,10 +126,59 @@ def _remainder_pads(ast: UOp, renderer: Renderer) -> list[Opt]:
     return pads
 
 
+# a kernel with fewer outputs than this cannot fill a GPU with one thread per output: its reduce is shared out
+GROUP_BELOW_OUTPUTS = 2048
+WORKGROUP_THREADS = 256  # threads a GPU heuristic puts in a workgroup, at most
+
+
+def gpu_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
+    """Opts without search for a target with workgroups (`renderer.has_local`):
+    - a reduce with few outputs (a full sum, a norm's statistics) runs across the threads of a workgroup: GROUP of its
+      innermost axis by up to 256 (consecutive threads read consecutive elements where a load is contiguous along
+      it, else GROUPTOP: a contiguous chunk per thread);
+    - the output axes go on the threads of the workgroup, the store's contiguous axis first (coalesced stores), up to
+      256 threads in all with the group."""
+    opts: list[Opt] = []
+
+    def add(opt: Opt) -> None:
+        nonlocal ast
+        ast = apply_opt(ast, opt)
+        opts.append(opt)
+
+    def axis(r: UOp) -> int:
+        return kernel_ranges(ast).index(r)
+
+    rngs = kernel_ranges(ast)
+    loads, stores = _accesses(ast)
+    outputs = [r for r in rngs if r.arg[1] is AxisType.GLOBAL and range_size(r) is not None]
+    reduces = [r for r in rngs if r.arg[1] is AxisType.REDUCE and range_size(r) is not None]
+    budget = min(WORKGROUP_THREADS, renderer.max_workgroup_threads)
+    out_work = 1
+    for r in outputs:
+        out_work *= range_size(r) or 1
+    if reduces and out_work < GROUP_BELOW_OUTPUTS and not nested_reduce(ast):
+        r = reduces[-1]
+        amount = _divisor(range_size(r), tuple(a for a in (256, 128, 64, 32, 16, 8) if a <= budget))
+        if amount is not None and (range_size(r) or 0) >= 2 * amount:
+            coalesced = any(ld.get(r) == 1 for ld in loads)
+            add(Opt(OptOps.GROUP if coalesced else OptOps.GROUPTOP, axis(r), amount))
+            budget //= amount
+    store = stores[0] if len(stores) == 1 else {}
+    contiguous = [r for r in reversed(outputs) if store.get(r) == 1]
+    for r in contiguous + [r for r in reversed(outputs) if r not in contiguous]:
+        amount = _divisor(range_size(r), tuple(a for a in (32, 16, 8, 4, 2) if a <= budget))
+        if amount is not None:
+            add(Opt(OptOps.LOCAL, axis(r), amount))
+            budget //= amount
+    return opts
+
+
 def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
-    """Opts without search (see `_hand_coded`); a matmul-like kernel whose sizes its register tile does not divide
-    is first padded to sizes it does (PADTO: the padded rows and columns are gated off), when that gets it the
-    packed microkernel."""
+    """Opts without search (GPUs: `gpu_opts`; CPUs: `_hand_coded`); on a CPU a matmul-like kernel whose sizes its
+    register tile does not divide is first padded to sizes it does (PADTO: the padded rows and columns are gated off),
+    when that gets it the packed microkernel."""
+    if renderer.has_local:
+        return gpu_opts(ast, renderer)
     opts = _hand_coded(ast, renderer)
     if OptOps.PACK in [o.op for o in opts] or not (pads := _remainder_pads(ast, renderer)):
         return opts

@@ -1,5 +1,6 @@
 """Lowering: a kernel AST with REDUCEs becomes loads and stores of accumulators, ready to linearize. `lower` is a list
-of named steps: expand (UPCAST/UNROLL copies), vectorize, lower reduces, decompose (bfloat16 math in float32).
+of named steps: expand (UPCAST/UNROLL copies), vectorize, group reduces (GPUs: across a workgroup, gpudims.py), lower
+reduces, thread ids (GPUs: gpudims.py), decompose (bfloat16 math in float32).
 
 A REDUCE(value, *ranges) becomes
     acc  = DEFINE_REG(identity)                 declared once
@@ -13,6 +14,7 @@ from __future__ import annotations
 import itertools
 
 from ember.codegen.expand import pm_expand
+from ember.codegen.gpudims import gpu_dims, lower_group_reduces
 from ember.codegen.opt import range_order, reduce_identity
 from ember.codegen.renderer import Renderer
 from ember.codegen.vectorize import vectorize
@@ -117,17 +119,22 @@ def sort_end_ranges(e: UOp) -> UOp | None:
 
 
 def _via_float(x: UOp) -> UOp | None:
-    # bfloat16 math runs in float32: cast the sources up, compute, round the result back
+    # bfloat16 (float16) math runs in float32: cast the sources up, compute, round the result back
     if x.op in GroupOp.Comparison:
         return x.replace(src=tuple(s.cast(dtypes.float32) for s in x.src))
-    src = tuple(s.cast(dtypes.float32) if s.dtype == dtypes.bfloat16 else s for s in x.src)
-    return x.replace(dtype=dtypes.float32, src=src).cast(dtypes.bfloat16)
+    src = tuple(s.cast(dtypes.float32) if s.dtype == x.dtype else s for s in x.src)
+    return x.replace(dtype=dtypes.float32, src=src).cast(x.dtype)
 
 
-pm_decompose = PatternMatcher([
-    (UPat(GroupOp.ALU - GroupOp.Comparison - {Ops.WHERE}, dtype=dtypes.bfloat16, name="x"), _via_float),
-    (UPat(GroupOp.Comparison, src=(UPat.var(dtype=dtypes.bfloat16), UPat.var()), name="x"), _via_float),
-])
+def pm_decompose(via_float32: tuple[DType, ...] = (dtypes.bfloat16,)) -> PatternMatcher:
+    """Math of the dtypes a target stores but does not compute in (bfloat16; float16 on some GPUs) runs in float32."""
+    return _decompose_cache.setdefault(via_float32, PatternMatcher([
+        (UPat(GroupOp.ALU - GroupOp.Comparison - {Ops.WHERE}, dtype=via_float32, name="x"), _via_float),
+        (UPat(GroupOp.Comparison, src=(UPat.var(dtype=via_float32), UPat.var()), name="x"), _via_float),
+    ]))
+
+
+_decompose_cache: dict[tuple[DType, ...], PatternMatcher] = {}
 
 pm_sort_ends = PatternMatcher([
     (UPat(Ops.END, src=(UPat(Ops.STORE, src=(UPat(Ops.INDEX), UPat.var()), allow_any_len=True),),
@@ -151,8 +158,13 @@ def lower(ast: UOp, renderer: Renderer | None = None) -> UOp:
     """The kernel with UPCAST/UNROLL ranges expanded (and vectorized as `renderer` allows), every REDUCE turned into
     accumulator loads and stores, and bfloat16 math done in float32.
     Reduces over the same ranges at the same depth (the copies an upcast made) share one loop."""
+    renderer = renderer if renderer is not None else Renderer()
     sink = graph_rewrite(ast, pm_lower_expand, name="expand")
-    sink = vectorize(sink, renderer if renderer is not None else Renderer())  # (one imperative step: see its doc)
+    sink = vectorize(sink, renderer)  # (one imperative step: see its doc)
+    if renderer.has_local:
+        sink = lower_group_reduces(sink)
     sink = graph_rewrite(sink, pm_lower_reduce, ctx=ReduceContext(sink), bottom_up=True, name="lower reduces")
-    sink = graph_rewrite(sink, pm_decompose, name="decompose")
+    if renderer.has_local:
+        sink = gpu_dims(sink, renderer)
+    sink = graph_rewrite(sink, pm_decompose(renderer.compute_via_float32), name="decompose")
     return sink

@@ -211,10 +211,52 @@ def _upcast_or_unroll(ast: UOp, opt: Opt, rngs: list[UOp], r: UOp) -> UOp:
     return split_range(ast, r, outer, inner, opt.amount)
 
 
+def _local(ast: UOp, opt: Opt, rngs: list[UOp], r: UOp) -> UOp:
+    size = range_size(r)
+    if r.arg[1] is not AxisType.GLOBAL or size is None or opt.amount < 2 or size % opt.amount:
+        raise KernelOptError(f"{opt}: LOCAL needs a GLOBAL axis whose size {size} the amount (>= 2) divides, axis "
+                             f"{opt.axis} is {r.arg[1].name}")
+    if opt.amount == size:
+        return ast.substitute({r: UOp.range(size, r.arg[0], AxisType.LOCAL)})
+    # the inner part on the threads: neighbouring threads take neighbouring elements (coalesced accesses)
+    return split_range(ast, r, UOp.range(size // opt.amount, r.arg[0], AxisType.GLOBAL),
+                       UOp.range(opt.amount, max(x.arg[0] for x in rngs) + 1, AxisType.LOCAL), opt.amount)
+
+
+def nested_reduce(ast: UOp) -> bool:
+    """Whether a REDUCE sits in the loop of another (its value uses the outer one's ranges): its shared-memory partial
+    sums would be rewritten while other threads still read them."""
+    for red in (u for u in ast.toposort() if u.op is Ops.REDUCE):
+        outer = set(red.src[1:])
+        if any(u.op is Ops.REDUCE and u is not red and outer & set(u.toposort()) for u in red.src[0].toposort()):
+            return True
+    return False
+
+
+def _group(ast: UOp, opt: Opt, rngs: list[UOp], r: UOp) -> UOp:
+    size = range_size(r)
+    if r.arg[1] is not AxisType.REDUCE or size is None or opt.amount < 2 or size % opt.amount:
+        raise KernelOptError(f"{opt}: {opt.op.name} needs a REDUCE axis whose size {size} the amount (>= 2) divides, "
+                             f"axis {opt.axis} is {r.arg[1].name}")
+    if nested_reduce(ast):
+        raise KernelOptError(f"{opt}: {opt.op.name} does not apply to a kernel with a reduce inside another's loop")
+    threads = UOp.range(opt.amount, max(x.arg[0] for x in rngs) + 1, AxisType.GROUP_REDUCE)
+    if opt.amount == size:
+        return ast.substitute({r: threads})
+    loop = UOp.range(size // opt.amount, r.arg[0], AxisType.REDUCE)
+    if opt.op is OptOps.GROUP:  # element loop * amount + thread: each step reads one contiguous run across the threads
+        return split_range(ast, r, loop, threads, opt.amount)
+    return split_range(ast, r, threads, loop, size // opt.amount)  # thread * chunk + element: one chunk per thread
+
+
+# the opts that only a target with workgroups (Renderer.has_local) can run
+GPU_OPTS = frozenset({OptOps.LOCAL, OptOps.GROUP, OptOps.GROUPTOP})
+
 # each OptOps' application: (kernel, opt, the kernel's ranges, the opt's range) -> the new kernel
 APPLY_OPT: dict[OptOps, Callable[[UOp, Opt, list[UOp], UOp], UOp]] = {
     OptOps.UPCAST: _upcast_or_unroll, OptOps.UNROLL: _upcast_or_unroll, OptOps.PARTIAL: _partial,
-    OptOps.THREAD: _thread, OptOps.PADTO: _padto, OptOps.SWAP: _swap, OptOps.PACK: _pack}
+    OptOps.THREAD: _thread, OptOps.PADTO: _padto, OptOps.SWAP: _swap, OptOps.PACK: _pack, OptOps.LOCAL: _local,
+    OptOps.GROUP: _group, OptOps.GROUPTOP: _group}
 
 
 def apply_opt(ast: UOp, opt: Opt) -> UOp:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from ember.codegen.heuristic import hand_coded_opts
 from ember.codegen.linearize import linearize
 from ember.codegen.lower import lower
-from ember.codegen.opt import apply_opts, kernel_ranges, range_size
+from ember.codegen.gpudims import launch_dims
+from ember.codegen.opt import GPU_OPTS, KernelOptError, apply_opts, kernel_ranges, range_size
 from ember.codegen.program import BufferArg, Estimates, Opt, ProgramSpec
 from ember.codegen.renderer import Renderer
 from ember.uops import AxisType, Ops, UOp, graph_rewrite, settings, symbolic, verify
@@ -58,6 +59,8 @@ def to_program(ast: UOp, renderer: Renderer, opts: list[Opt] | None = None) -> P
         verify(ast, "kernel")
     if opts is None:
         opts = [] if settings.NOOPT.value else hand_coded_opts(ast, renderer)
+    if not renderer.has_local and (gpu := [o for o in opts if o.op in GPU_OPTS]):
+        raise KernelOptError(f"{gpu}: {type(renderer).__name__} has no workgroups (LOCAL/GROUP/GROUPTOP are GPU opts)")
     sink = apply_opts(ast, opts)
     sink = graph_rewrite(sink, symbolic, name="postopt symbolic")
     name = kernel_name(sink)
@@ -70,4 +73,6 @@ def to_program(ast: UOp, renderer: Renderer, opts: list[Opt] | None = None) -> P
     bufs = tuple(BufferArg(u.arg, u.dtype.base, u.dtype.size, u in written)
                  for u in sorted((u for u in uops if u.op is Ops.PARAM), key=lambda p: p.arg))
     variables = tuple(sorted((u for u in uops if u.op is Ops.DEFINE_VAR), key=lambda v: v.arg[0]))
-    return ProgramSpec(name, src, uops, bufs, variables, estimates=estimate(uops), applied_opts=tuple(opts))
+    global_size, local_size = launch_dims(uops) if renderer.has_local else ((1, 1, 1), None)
+    return ProgramSpec(name, src, uops, bufs, variables, global_size, local_size, estimates=estimate(uops),
+                       applied_opts=tuple(opts))

@@ -26,8 +26,9 @@ class OptOps(Enum):
     UPCAST = auto()  # split an output axis; the inner part is unrolled (and vectorized by the C compiler)
     UNROLL = auto()  # split a reduce axis; the inner part is unrolled
     PARTIAL = auto()  # split a reduce axis into `amount` interleaved partial sums, added up after the loop
-    LOCAL = auto()  # GPU local (workgroup) dimension
-    GROUP = auto()  # split a reduce across local threads
+    LOCAL = auto()  # split an output axis; the inner part runs on the threads of a GPU workgroup
+    GROUP = auto()  # split a reduce axis; the inner part runs on workgroup threads (thread t sums t, t+amount, ...)
+    GROUPTOP = auto()  # as GROUP, but thread t sums one contiguous chunk of the axis
     THREAD = auto()  # split the outermost output axis across CPU threads
     PADTO = auto()  # run an axis to the next multiple of `amount`, the padded iterations gated off (remainders)
     SWAP = auto()  # exchange the loop positions of two output axes (`amount` is the other axis)

@@ -15,7 +15,11 @@ class Renderer:
     that wide, and the logic of `mask_alu` on masks, are vectorized (0: no masks)."""
 
     device: str = ""
-    has_local: bool = False  # GPU-style workgroups
+    has_local: bool = False  # GPU-style workgroups: output axes on thread ids, opts LOCAL/GROUP, shared memory
+    global_max: tuple[int, ...] = (2**31 - 1, 65535, 65535)  # workgroups per launch, per dimension
+    local_max: tuple[int, ...] = (1024, 1024, 64)  # threads per workgroup, per dimension
+    max_workgroup_threads: int = 1024  # threads per workgroup in all
+    shared_max: int = 48 * 1024  # bytes of shared memory a workgroup may declare
     has_threads: bool = False  # CPU cores split the outermost output axis
     max_threads: int = 1
     max_vector: int = 1  # widest vector of float32 the target holds in a register
@@ -24,6 +28,8 @@ class Renderer:
     vector_alu: dict[Ops, tuple[DType, ...]] = {}
     mask_itemsize: int = 0
     mask_alu: frozenset[Ops] = frozenset()
+    # dtypes the target stores but does not compute in: their math runs in float32, rounded back after each op
+    compute_via_float32: tuple[DType, ...] = (dtypes.bfloat16,)
 
     @property
     def vector_bytes(self) -> int:

@@ -1,7 +1,8 @@
 """BEAM search: opt lists chosen by timing candidates on the device, the winner cached on disk.
 
 `beam_search(ast, renderer, time_fn, width)` starts from no opts and the heuristic's choice; each round extends every
-list in the beam by one opt (each UPCAST / UNROLL / PARTIAL amount that divides an axis, THREAD once), times the
+list in the beam by one opt (each UPCAST / UNROLL / PARTIAL amount that divides an axis, THREAD once; on GPUs each
+LOCAL / GROUP / GROUPTOP amount that fits a workgroup), times the
 new kernels with `time_fn` (seconds, inf for a kernel that fails), and keeps the `width` fastest. It stops when a
 round finds nothing faster or the time budget is spent. The winner is written to `$EMBER_CACHE_DIR/beam/<key>.json`
 (atomically, see cache.py); a later search of the same kernel for the same device key and width,
@@ -14,12 +15,14 @@ engine does this on scratch buffers when `BEAM=n` is set).
 from __future__ import annotations
 
 import json
+import math
 import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
 
 from ember.codegen.cache import kernel_key, write_atomic
+from ember.codegen.gpudims import THREAD_KINDS
 from ember.codegen.heuristic import hand_coded_opts
 from ember.codegen.opt import KernelOptError, apply_opts, kernel_ranges, range_size
 from ember.codegen.pipeline import to_program
@@ -48,6 +51,7 @@ def actions(ast: UOp, renderer: Renderer) -> list[Opt]:
     rngs = kernel_ranges(ast)
     threaded = any(r.arg[1] is AxisType.THREAD for r in rngs)
     packed = any(u.op is Ops.DEFINE_LOCAL for u in ast.toposort())
+    grouped = any(r.arg[1] is AxisType.GROUP_REDUCE for r in rngs)
     room = MAX_EXPANSION // _expansion(ast)
     out: list[Opt] = []
     for i, r in enumerate(rngs):
@@ -64,6 +68,14 @@ def actions(ast: UOp, renderer: Renderer) -> list[Opt]:
         elif kind is AxisType.REDUCE:
             out += [Opt(OptOps.UNROLL, i, a) for a in (2, 4, 8, 16) if size % a == 0 and a <= room]
             out += [Opt(OptOps.PARTIAL, i, a) for a in (8, 16, 32) if size % a == 0 and size > a and a <= room]
+        if renderer.has_local:  # workgroups: output axes on threads, a reduce across them
+            threads = math.prod(range_size(x) or 1 for x in rngs if x.arg[1] in THREAD_KINDS)
+            fits = [a for a in (2, 4, 8, 16, 32, 64, 128, 256) if size % a == 0 and
+                    threads * a <= renderer.max_workgroup_threads]
+            if kind is AxisType.GLOBAL:
+                out += [Opt(OptOps.LOCAL, i, a) for a in fits]
+            elif kind is AxisType.REDUCE and not grouped:
+                out += [Opt(op, i, a) for op in (OptOps.GROUP, OptOps.GROUPTOP) for a in fits if a >= 8]
         if kind in (AxisType.GLOBAL, AxisType.THREAD) and not packed and renderer.has_threads:
             out.append(Opt(OptOps.PACK, i, 0))  # (a panel lives on the stack of a CPU thread)
     return out

@@ -7,9 +7,11 @@ time. It is slow and exact: the reference every renderer is tested against, and 
 - Buffers are read and written element by element with their dtype; an address outside a buffer is an IndexError.
 - Vectors: ALU/CAST work lane by lane, `VECTORIZE` builds a tuple, `GEP` (arg = lanes) picks lanes, a vector
   LOAD/STORE moves `count` consecutive elements starting at the element index.
-- `SPECIAL` (GPU thread ids, arg "gidx<d>", "lidx<d>" or "idx<d>", tinygrad's names) runs the program once per
-  workgroup (`global_size` counts workgroups) and local thread (`local_size`), one thread after the other, so
-  `DEFINE_LOCAL`/`BARRIER` (threads that wait for each other) are not supported.
+- It is a GPU-style target (`PythonRenderer.has_local`): kernels get thread ids (`SPECIAL`, arg "gidx<d>", "lidx<d>"
+  or "idx<d>", tinygrad's names) and the program runs once per workgroup (`global_size` counts workgroups) and
+  thread of it (`local_size`). A workgroup's threads share its `DEFINE_LOCAL` buffers and take turns: each runs until
+  it reaches a `BARRIER`, and when all of them have, they go on. A barrier that only some threads reach is an error.
+  So the GPU half of codegen (workgroups, shared memory, reduces across threads) is checked here, with no GPU.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import itertools
 import pickle
 import struct
 import time
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -56,9 +58,10 @@ def deserialize(lib: bytes) -> tuple[str, tuple[UOp, ...]]:
 
 
 class PythonRenderer(Renderer):
-    """Renders a linear program for the PYTHON device: the serialized UOps, as base64 text."""
+    """Renders a linear program for the PYTHON device: the serialized UOps, as base64 text. A GPU-style target."""
 
     device = "PYTHON"
+    has_local = True
     supports_dtypes = tuple(d for d in dtypes.all if d not in dtypes.fp8s)
 
     def render(self, name: str, uops: tuple[UOp, ...]) -> str:
@@ -146,8 +149,8 @@ class _Memory:
 
 
 # *** the interpreter ***
-_VALUE_SRCS = {Ops.LOAD: 1, Ops.IF: 1, Ops.ENDIF: 1, Ops.END: 1, Ops.SINK: 0, Ops.NOOP: 0}  # the rest only order
-_UNSUPPORTED = (Ops.DEFINE_LOCAL, Ops.BARRIER, Ops.WMMA)
+_VALUE_SRCS = {Ops.LOAD: 1, Ops.IF: 1, Ops.ENDIF: 1, Ops.END: 1, Ops.SINK: 0, Ops.NOOP: 0, Ops.BARRIER: 0}  # the rest only order
+_UNSUPPORTED = (Ops.WMMA,)
 
 
 def _zero(dt: DType) -> Any:
@@ -259,14 +262,39 @@ class PythonProgram(Program):
         if self.has_special:
             locals_ = tuple(local_size or (1,) * len(global_size))
             for gid in itertools.product(*(range(g) for g in global_size)):
-                for lid in itertools.product(*(range(n) for n in locals_)):
-                    self._run(memory, var_vals, (gid, lid, locals_))
+                shared = self._shared()
+                self._workgroup([self._run(memory, var_vals, (gid, lid, locals_), shared)
+                                 for lid in itertools.product(*(range(n) for n in locals_))], gid)
         else:
-            self._run(memory, var_vals, None)
+            self._workgroup([self._run(memory, var_vals, None, self._shared())], ())
         return time.perf_counter() - start if wait else None
 
+    def _shared(self) -> dict[int, _Memory]:
+        """A workgroup's DEFINE_LOCAL buffers (zeroed), by program position."""
+        ret = {}
+        for i, u in enumerate(self.uops):
+            if u.op is Ops.DEFINE_LOCAL:
+                assert isinstance(u.dtype, PtrDType)
+                ret[i] = _Memory(memoryview(bytearray(u.dtype.size * u.dtype.base.itemsize)), u.dtype.base,
+                                 f"local{u.arg}")
+        return ret
+
+    def _workgroup(self, threads: list[Iterator[None]], gid: tuple[int, ...]) -> None:
+        """Run the threads of a workgroup in turns, from one barrier to the next."""
+        while threads:
+            waiting = []
+            for t in threads:
+                if next(t, StopIteration) is not StopIteration:
+                    waiting.append(t)
+            if waiting and len(waiting) != len(threads):
+                raise RuntimeError(f"PYTHON {self.name}: in workgroup {gid}, {len(waiting)} of {len(threads)} threads "
+                                   "wait at a barrier the others never reach")
+            threads = waiting
+
     def _run(self, memory: dict[int, _Memory], var_vals: dict[UOp, int],
-             thread: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]] | None) -> None:
+             thread: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]] | None,
+             shared: dict[int, _Memory]) -> Iterator[None]:
+        """One thread of the program, yielding at each BARRIER."""
         code, jump, uops = self.code, self.jump, self.uops
         values: list[Any] = [None] * len(code)
         ends: dict[int, int] = {}
@@ -322,6 +350,10 @@ class PythonProgram(Program):
                 values[pc] = var_vals[uops[pc]]
             elif op is Ops.DEFINE_REG:
                 values[pc] = values[src[0]]
+            elif op is Ops.DEFINE_LOCAL:
+                values[pc] = shared[pc]
+            elif op is Ops.BARRIER:
+                yield
             elif op is Ops.BITCAST:
                 values[pc] = _bitcast(uops[src[0]].dtype, dt, values[src[0]])
             elif op is Ops.VECTORIZE:

@@ -1,0 +1,146 @@
+"""The GPU half of lowering (targets with `Renderer.has_local`): reduces split across a workgroup's threads meet in
+shared memory, and the output axes become thread ids.
+
+- `pm_group_reduce`: a REDUCE over a GROUP_REDUCE range g (opts GROUP/GROUPTOP; g's iterations are threads) becomes
+      partial = REDUCE(value, *its other ranges)             each thread's part
+      STORE(local[lane], partial); BARRIER                   lane: the thread's slot among the workgroup's
+      REDUCE(LOAD(local[base + g']), g')                     every thread adds up its group's parts
+  and the stores to buffers that g does not address are made by the thread with g == 0 alone.
+- `gpu_dims`: GLOBAL ranges become workgroup ids (`SPECIAL` "gidx<d>"), LOCAL and GROUP_REDUCE ranges thread ids in
+  the workgroup ("lidx<d>"), the innermost range on dimension 0 (x). More ranges than the target has dimensions share
+  the outermost one (each range a `//` and `%` of it); an axis of a size known only at run time stays a loop.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+from ember.codegen.opt import range_order, range_size
+from ember.codegen.renderer import Renderer
+from ember.uops import AddrSpace, AxisType, Ops, PatternMatcher, UOp, UPat, dtypes, graph_rewrite
+
+THREAD_KINDS = (AxisType.LOCAL, AxisType.GROUP_REDUCE)
+
+
+class GroupContext:
+    """The kernel's GROUP_REDUCE ranges, and a counter for the shared buffers and ranges the rewrite adds."""
+
+    def __init__(self, sink: UOp):
+        nodes = sink.toposort()
+        self.groups = tuple(sorted({u for u in nodes if u.op is Ops.RANGE and u.arg[1] is AxisType.GROUP_REDUCE},
+                                   key=range_order))
+        self.next_local = sum(1 for u in nodes if u.op is Ops.DEFINE_LOCAL)
+        self.next_range = max((u.arg[0] for u in nodes if u.op is Ops.RANGE), default=-1) + 1
+
+
+def _linear(rngs: list[UOp]) -> tuple[UOp, int]:
+    """The position of a point of `rngs` (row-major, the last fastest) and their number of points."""
+    at, size = UOp.const(dtypes.index, 0), 1
+    for r in reversed(rngs):
+        at, size = at + r * size, size * range_size(r)
+    return at, size
+
+
+def group_reduce(ctx: GroupContext, red: UOp) -> UOp | None:
+    groups = [r for r in red.src[1:] if r.arg[1] is AxisType.GROUP_REDUCE]
+    if not groups:
+        return None
+    rest = tuple(r for r in red.src[1:] if r not in groups)
+    partial = UOp(Ops.REDUCE, red.dtype, (red.src[0], *rest), red.arg) if rest else red.src[0]
+    # one slot per thread of the workgroup that computes its own partial: its local position, then its group lane
+    locals_ = sorted((u for u in partial.toposort() if u.op is Ops.RANGE and u.arg[1] is AxisType.LOCAL),
+                     key=range_order)
+    base, n_local = _linear(locals_)
+    lane, n_lane = _linear(sorted(groups, key=range_order))
+    buf = UOp(Ops.DEFINE_LOCAL, red.dtype.ptr(n_local * n_lane, AddrSpace.LOCAL), (), ctx.next_local)
+    ctx.next_local += 1
+    store = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, buf.dtype, (buf, base * n_lane + lane)), partial))
+    barrier = UOp(Ops.BARRIER, dtypes.void, (store,))
+    other = UOp.range(n_lane, ctx.next_range, AxisType.REDUCE)
+    ctx.next_range += 1
+    part = UOp(Ops.LOAD, red.dtype, (UOp(Ops.INDEX, buf.dtype, (buf, base * n_lane + other)), barrier))
+    return UOp(Ops.REDUCE, red.dtype, (part, other), red.arg)
+
+
+def store_once(sink: UOp, groups: tuple[UOp, ...]) -> UOp:
+    """Each store to a buffer address that no group lane moves is made by lane 0 alone (the others hold the same
+    value): its INDEX gets `g == 0` for those lanes in its valid."""
+    gated: dict[UOp, UOp] = {}
+    for idx in (u.src[0] for u in sink.toposort() if u.op is Ops.STORE and u.src[0].op is Ops.INDEX):
+        if idx.src[0].op is not Ops.PARAM or idx in gated:
+            continue
+        address = set(idx.src[1].toposort())
+        if not (lanes := [g for g in groups if g not in address]):
+            continue
+        first = functools.reduce(lambda a, b: a & b, [g.eq(0) for g in lanes])
+        gated[idx] = idx.replace(src=(idx.src[0], idx.src[1], first if len(idx.src) == 2 else idx.src[2] & first))
+    return sink.substitute(gated)
+
+
+pm_group_reduce = PatternMatcher([(UPat(Ops.REDUCE, name="red"), group_reduce)])
+
+
+def lower_group_reduces(sink: UOp) -> UOp:
+    ctx = GroupContext(sink)
+    if not ctx.groups:
+        return sink
+    sink = store_once(sink, ctx.groups)
+    # (bottom up: the partial REDUCE a rewrite makes is not rewritten again, its group range is gone)
+    return graph_rewrite(sink, pm_group_reduce, ctx=ctx, bottom_up=True, name="group reduces")
+
+
+def _dims(rngs: list[UOp], maxes: tuple[int, ...], prefix: str) -> dict[UOp, UOp]:
+    """Each range's value in the thread ids `<prefix><d>`: one dimension per range, the innermost on dimension 0,
+    the outermost ranges sharing the last dimension when there are more ranges than dimensions; all of them in
+    dimension 0 when a dimension would be over its limit."""
+    inner_first = list(reversed(rngs))
+    n = len(maxes)
+    dims = [[r] for r in inner_first[:n - 1]] + ([inner_first[n - 1:]] if len(inner_first) >= n else [])
+    if any(math.prod(range_size(r) for r in d) > m for d, m in zip(dims, maxes)):
+        dims = [inner_first]
+        if math.prod(range_size(r) for r in inner_first) > maxes[0]:
+            raise ValueError(f"gpu_dims: {prefix} sizes {[range_size(r) for r in rngs]} are over the target's "
+                             f"limits {maxes}")
+    ret: dict[UOp, UOp] = {}
+    for d, members in enumerate(dims):
+        total = math.prod(range_size(r) for r in members)
+        special = UOp(Ops.SPECIAL, dtypes.index, (UOp.const(dtypes.index, total),), f"{prefix}{d}")
+        stride = 1
+        for r in members:  # innermost first: the fastest-moving part of the shared id
+            size = range_size(r)
+            part = special if stride == 1 else special // stride
+            ret[r] = part % size if stride * size < total else part
+            stride *= size
+    return ret
+
+
+def gpu_dims(sink: UOp, renderer: Renderer) -> UOp:
+    """The kernel with its GLOBAL ranges on workgroup ids and its LOCAL/GROUP_REDUCE ranges on thread ids."""
+    rngs = sorted({u for u in sink.toposort() if u.op is Ops.RANGE}, key=range_order)
+    known = [r for r in rngs if range_size(r) is not None]
+    locals_ = [r for r in known if r.arg[1] in THREAD_KINDS]
+    if math.prod(range_size(r) for r in locals_) > renderer.max_workgroup_threads:
+        raise ValueError(f"gpu_dims: {math.prod(range_size(r) for r in locals_)} threads in a workgroup, the target "
+                         f"runs at most {renderer.max_workgroup_threads}")
+    mapping = {**_dims([r for r in known if r.arg[1] is AxisType.GLOBAL], renderer.global_max, "gidx"),
+               **_dims(locals_, renderer.local_max, "lidx")}
+    if not mapping:
+        return sink
+    # the mapped ranges leave the ENDs that closed their loops (an END left with none is its statement)
+    ends = {}
+    for u in sink.toposort():
+        if u.op is Ops.END and any(r in mapping for r in u.src[1:]):
+            kept = tuple(r for r in u.src[1:] if r not in mapping)
+            ends[u] = u.replace(src=(u.src[0], *kept)) if kept else u.src[0]
+    return sink.substitute(ends).substitute(mapping)
+
+
+def launch_dims(uops: tuple[UOp, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(global_size in workgroups, local_size in threads) of a linear program, from its SPECIALs."""
+    size = {"gidx": [1, 1, 1], "lidx": [1, 1, 1]}
+    for u in uops:
+        if u.op is Ops.SPECIAL:
+            prefix, dim = u.arg[:4], int(u.arg[4:])
+            size[prefix][dim] = u.src[0].arg
+    return tuple(size["gidx"]), tuple(size["lidx"])
