@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from ember.codegen.gpudims import launch_dims
 from ember.codegen.heuristic import hand_coded_opts
 from ember.codegen.linearize import linearize
 from ember.codegen.lower import lower
-from ember.codegen.gpudims import launch_dims
 from ember.codegen.opt import GPU_OPTS, KernelOptError, apply_opts, kernel_ranges, range_size
 from ember.codegen.program import BufferArg, Estimates, Opt, ProgramSpec
 from ember.codegen.renderer import Renderer
