@@ -1,3 +1,16 @@
-"""ember.cuda_runtime: the NVIDIA device through the CUDA driver API (libcuda) and NVRTC, by ctypes."""
+"""ember.cuda_runtime: the NVIDIA device through the CUDA driver API (libcuda) and NVRTC, by ctypes.
+
+    from ember.runtime import Device
+    dev = Device["CUDA"]                         # or CUDA:1, ...; $CUDA_DRIVER_PATH overrides libcuda.so.1
+    cubin = dev.compiler.compile_cached(src)     # NVRTC, for the GPU's own sm_XY, cached on disk
+    dev.runtime("add", cubin)(out, a, b, global_size=(64,), local_size=(256,), vals=(n,), wait=True)
+"""
 
 __version__ = "0.0.1"
+
+from ember.cuda_runtime.compiler import NVRTC, NVRTCCompiler, cubin_arch, cuda_include_dirs, load_nvrtc  # noqa: E402
+from ember.cuda_runtime.device import CUDAAllocator, CUDADevice, CUDAMemory, CUDAProgram  # noqa: E402
+from ember.cuda_runtime.driver import CUDAContext, CUDAError, Driver, load_driver, timeout_seconds  # noqa: E402
+
+__all__ = ["CUDAAllocator", "CUDAContext", "CUDADevice", "CUDAError", "CUDAMemory", "CUDAProgram", "Driver", "NVRTC",
+           "NVRTCCompiler", "cubin_arch", "cuda_include_dirs", "load_driver", "load_nvrtc", "timeout_seconds"]

@@ -1,8 +1,256 @@
-"""The `CUDA` device (being built: see the package README)."""
+"""The `CUDA` device (`CUDA`, `CUDA:1`, ...): one GPU through the driver API, kernels compiled by NVRTC to cubins.
+
+Each device owns the GPU's primary context and one stream: copies and launches are queued on it in order, so a
+kernel sees the copies before it and a copy out sees the kernels before it. Host copies go through two pinned
+staging buffers (the next chunk's copy overlaps this chunk's memmove). A program is launched with
+grid = global_size blocks of block = local_size threads; buffers are passed as device addresses, then the int
+variables, packed as cuLaunchKernel's kernelParams (one pointer per parameter, sized as the kernel declares them
+when the driver can tell). Every wait polls against `$CUDA_TIMEOUT` seconds (default 300) and reports a hang.
+"""
 
 from __future__ import annotations
 
+import ctypes
+import math
+import threading
+from collections import deque
+from collections.abc import Hashable
+from typing import Any
 
-class CUDADevice:
-    def __init__(self, name: str):
-        raise NotImplementedError(f"{name}: the CUDA device (driver API + NVRTC) is not implemented yet")
+import numpy as np
+
+from ember.cuda_runtime.compiler import NVRTCCompiler, cubin_arch
+from ember.cuda_runtime.driver import FUNC_MAX_THREADS_PER_BLOCK, CUDAContext, load_driver
+from ember.runtime import Buffer, CompiledDevice, LRUAllocator, Program
+
+STAGING_BYTES = 16 << 20  # each of the two pinned staging buffers of host copies
+
+
+class CUDAMemory:
+    """`nbytes` of device memory at address `ptr` on GPU `ordinal`. A view keeps its `owner` allocation referenced."""
+
+    __slots__ = ("ptr", "nbytes", "ordinal", "owner")
+
+    def __init__(self, ptr: int, nbytes: int, ordinal: int, owner: CUDAMemory | None = None):
+        self.ptr, self.nbytes, self.ordinal, self.owner = ptr, nbytes, ordinal, owner
+
+    def __repr__(self) -> str:
+        return f"<CUDAMemory {self.nbytes} B at {self.ptr:#x} on CUDA:{self.ordinal}>"
+
+
+def _host_address(mv: memoryview) -> int:
+    return int(np.frombuffer(mv, np.uint8).ctypes.data) if mv.nbytes else 0
+
+
+class CUDAAllocator(LRUAllocator):
+    """Device memory from cuMemAlloc (freed buffers kept by the LRU cache), host copies staged through pinned
+    memory, and `transfer` for copies between GPUs (or within one) that never touch the host."""
+
+    def __init__(self, context: CUDAContext, staging_bytes: int = STAGING_BYTES):
+        super().__init__()
+        self.context, self.staging_bytes = context, staging_bytes
+        self._staging: list[tuple[int, ctypes.c_void_p]] = []  # (pinned address, event of its last copy)
+        self._lock = threading.Lock()
+
+    def _alloc(self, nbytes: int, options: Hashable | None) -> CUDAMemory:
+        return CUDAMemory(self.context.alloc(nbytes), nbytes, self.context.ordinal)
+
+    def _free(self, buf: CUDAMemory, nbytes: int, options: Hashable | None) -> None:
+        self.context.free(buf.ptr)
+
+    def offset(self, buf: CUDAMemory, nbytes: int, offset: int) -> CUDAMemory:
+        return CUDAMemory(buf.ptr + offset, nbytes, buf.ordinal, buf.owner or buf)
+
+    def _slots(self) -> list[tuple[int, ctypes.c_void_p]]:
+        if not self._staging:
+            self._staging = [(self.context.host_alloc(self.staging_bytes), self.context.event(timing=False))
+                             for _ in range(2)]
+        return self._staging
+
+    def copyin(self, dest: CUDAMemory, src: memoryview) -> None:
+        assert src.nbytes == dest.nbytes, f"CUDA copyin: {src.nbytes} bytes into a buffer of {dest.nbytes}"
+        ctx, host = self.context, _host_address(src)
+        with self._lock:
+            slots = self._slots()
+            for i, start in enumerate(range(0, src.nbytes, self.staging_bytes)):
+                pinned, done = slots[i % 2]
+                ctx.wait_event(done, "a copy to the GPU")  # its last copy out of this staging buffer
+                n = min(self.staging_bytes, src.nbytes - start)
+                ctypes.memmove(pinned, host + start, n)
+                ctx.copy_htod(dest.ptr + start, pinned, n)
+                ctx.record(done)
+
+    def copyout(self, dest: memoryview, src: CUDAMemory) -> None:
+        assert dest.nbytes == src.nbytes, f"CUDA copyout: a buffer of {src.nbytes} bytes into {dest.nbytes}"
+        ctx, host = self.context, _host_address(dest)
+        with self._lock:
+            slots, pending = self._slots(), deque[tuple[int, ctypes.c_void_p, int, int]]()
+            for i, start in enumerate(range(0, src.nbytes, self.staging_bytes)):
+                if len(pending) == len(slots):
+                    self._drain(pending.popleft(), host)
+                pinned, done = slots[i % 2]
+                n = min(self.staging_bytes, src.nbytes - start)
+                ctx.copy_dtoh(pinned, src.ptr + start, n)
+                ctx.record(done)
+                pending.append((pinned, done, start, n))
+            while pending:
+                self._drain(pending.popleft(), host)
+
+    def _drain(self, chunk: tuple[int, ctypes.c_void_p, int, int], host: int) -> None:
+        pinned, done, start, n = chunk
+        self.context.wait_event(done, "a copy from the GPU")
+        ctypes.memmove(host + start, pinned, n)
+
+    def transfer(self, dest: CUDAMemory, src: CUDAMemory, src_allocator: CUDAAllocator) -> None:
+        """Copy `src` (memory of `src_allocator`'s GPU) into `dest` on this GPU: cuMemcpyPeerAsync between two GPUs
+        (ordered after both streams' work so far), cuMemcpyDtoDAsync within one."""
+        if dest.nbytes != src.nbytes:
+            raise ValueError(f"transfer: {src!r} has {src.nbytes} bytes, {dest!r} holds {dest.nbytes}")
+        if src.ordinal == dest.ordinal:
+            self.context.copy_dtod(dest.ptr, src.ptr, dest.nbytes)
+        else:
+            self.context.copy_peer(dest.ptr, src.ptr, src_allocator.context, dest.nbytes)
+
+    def free_cache(self) -> None:
+        self.context.synchronize()  # a cached buffer may still be read by a queued kernel
+        super().free_cache()
+
+
+def _dims(what: str, size: tuple[int, ...], limits: tuple[int, ...], kernel: str) -> tuple[int, int, int]:
+    if len(size) > 3 or any(not isinstance(s, int) or s < 0 for s in size):
+        raise ValueError(f"{kernel}: {what} must be up to 3 ints >= 0, got {size!r}")
+    dims = (*size, 1, 1, 1)[:3]
+    if any(d > limit for d, limit in zip(dims, limits)):
+        raise ValueError(f"{kernel}: {what} {dims} exceeds the GPU's limits {limits}")
+    return dims  # type: ignore[return-value]
+
+
+class CUDAProgram(Program):
+    """A kernel of a cubin loaded into the device's context, launched on its stream; `wait` times it with events."""
+
+    def __init__(self, device: CompiledDevice, name: str, lib: bytes):
+        super().__init__(device, name, lib)
+        assert isinstance(device, CUDADevice), f"CUDAProgram needs a CUDADevice, got {device!r}"
+        self.context = ctx = device.context
+        if lib[:4] == b"\x7fELF":  # a cubin runs on its own major architecture, minor version or newer
+            built, (major, minor) = cubin_arch(lib), ctx.compute_capability
+            if built // 10 != major or built % 10 > minor:
+                raise RuntimeError(f"{device.name}: kernel {name!r} is a cubin for sm_{built}; the GPU "
+                                   f"({ctx.name}) is {ctx.arch}: compile it with NVRTCCompiler({ctx.arch!r})")
+        self.module = ctx.load_module(lib)
+        self.function = ctx.function(self.module, name)
+        self.max_threads = ctx.function_attribute(self.function, FUNC_MAX_THREADS_PER_BLOCK)
+        self.param_sizes = ctx.parameter_sizes(self.function)
+        self._events: tuple[ctypes.c_void_p, ctypes.c_void_p] | None = None
+
+    def launch(self, bufs: list[Any], global_size: tuple[int, ...], local_size: tuple[int, ...] | None,
+               vals: tuple[int, ...], wait: bool) -> float | None:
+        ctx = self.context
+        grid = _dims("global_size", global_size, ctx.max_grid, self.name)
+        block = _dims("local_size", local_size or (1,), ctx.max_block, self.name)
+        if (threads := math.prod(block)) > self.max_threads:
+            raise ValueError(f"{self.name}: local_size {block} is {threads} threads; this kernel allows "
+                             f"{self.max_threads} per block")
+        args = self._arguments(bufs, vals)
+        params = (ctypes.c_void_p * len(args))(*(ctypes.addressof(a) for a in args))
+        if 0 in grid or 0 in block:
+            return 0.0 if wait else None  # no threads: nothing to run (the driver refuses a zero dimension)
+        if not wait:
+            ctx.launch(self.function, grid, block, params)
+            return None
+        if self._events is None:
+            self._events = (ctx.event(), ctx.event())
+        start, end = self._events
+        ctx.record(start)
+        ctx.launch(self.function, grid, block, params)
+        ctx.record(end)
+        ctx.wait_event(end, f"kernel {self.name}")
+        return ctx.elapsed(start, end)
+
+    def _arguments(self, bufs: list[Any], vals: tuple[int, ...]) -> list[ctypes.c_uint64 | ctypes.c_int32
+                                                                          | ctypes.c_int64]:
+        for i, b in enumerate(bufs):
+            if not isinstance(b, CUDAMemory) or b.ordinal != self.context.ordinal:
+                raise ValueError(f"{self.name}: buffer argument {i} ({b!r}) is not memory of {self.context.label}")
+        sizes = self.param_sizes
+        if sizes is not None and len(sizes) != len(bufs) + len(vals):
+            raise ValueError(f"{self.name}: the kernel takes {len(sizes)} parameters, given {len(bufs)} buffers and "
+                             f"{len(vals)} values")
+        args: list[ctypes.c_uint64 | ctypes.c_int32 | ctypes.c_int64] = [ctypes.c_uint64(b.ptr) for b in bufs]
+        for i, v in enumerate(vals):
+            size = 8 if sizes is None else sizes[len(bufs) + i]
+            if size == 4:
+                if not -2**31 <= v < 2**31:
+                    raise ValueError(f"{self.name}: value {i} ({v}) does not fit the kernel's 32-bit parameter")
+                args.append(ctypes.c_int32(v))
+            else:  # 8 bytes; with no layout from the driver, the low 4 of these little-endian bytes fill an int
+                args.append(ctypes.c_int64(v))
+        return args
+
+    def __del__(self) -> None:
+        try:
+            self.context.unload_module(self.module)
+            if self._events is not None:
+                for ev in self._events:
+                    self.context.destroy_event(ev)
+        except Exception:  # noqa: BLE001 - interpreter shutdown, or a context already gone
+            pass
+
+
+class _NoRenderer:
+    """Stands in for `ember.codegen.CUDARenderer` until codegen has one: any use says what is missing."""
+
+    def __init__(self, arch: str):
+        self.arch = arch
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise NotImplementedError(f"CUDA: ember.codegen has no CUDARenderer yet, so tensor kernels cannot be "
+                                  f"rendered for {self.arch} (renderer.{name}); hand-written CUDA C runs through "
+                                  f"dev.runtime(name, dev.compiler.compile_cached(src))")
+
+
+def device_ordinal(name: str) -> int:
+    """The GPU number of a device name: 'CUDA' -> 0, 'CUDA:1' -> 1."""
+    base, sep, index = name.partition(":")
+    if base.upper() != "CUDA" or (sep and not index.isdigit()):
+        raise ValueError(f"CUDADevice: a name is 'CUDA' or 'CUDA:<n>', got {name!r}")
+    return int(index) if sep else 0
+
+
+class CUDADevice(CompiledDevice):
+    """`Device["CUDA"]`, `Device["CUDA:1"]`: one NVIDIA GPU. `context` holds the driver state and the device facts
+    (`context.arch`, `context.name`, `context.total_memory`); `synchronize()` waits for the stream, reporting a hang
+    after `$CUDA_TIMEOUT` seconds.
+
+        dev = Device["CUDA"]
+        prg = dev.runtime("add", dev.compiler.compile_cached(cuda_src))
+        prg(out, a, b, global_size=(n // 256,), local_size=(256,), vals=(n,), wait=True)"""
+
+    def __init__(self, name: str = "CUDA", driver_path: str | None = None):
+        ordinal = device_ordinal(name)
+        driver = load_driver(driver_path)
+        self.context = CUDAContext(driver, ordinal)
+        self.arch = self.context.arch
+        super().__init__(name, CUDAAllocator(self.context), _NoRenderer(self.arch),  # type: ignore[arg-type]
+                         NVRTCCompiler(self.arch, prefer_major=driver.version[0]), CUDAProgram)
+
+    def synchronize(self) -> None:
+        """Wait until every copy and kernel queued on this GPU has finished."""
+        self.context.synchronize()
+
+    def copy(self, dest: Buffer, src: Buffer) -> Buffer:
+        """Copy `src` into `dest` (this device's Buffer) on the GPUs, with no trip through the host: from another
+        CUDA device by a peer copy, from this one by a device-to-device copy."""
+        if not isinstance(src.allocator, CUDAAllocator) or dest.allocator is not self.allocator:
+            raise ValueError(f"copy: dest must be a Buffer of {self.name} and src of a CUDA device, got {dest!r} "
+                             f"and {src!r}")
+        if not src.is_allocated:
+            raise RuntimeError(f"copy: {src!r} is not allocated (nothing was ever written to it)")
+        assert isinstance(self.allocator, CUDAAllocator)
+        self.allocator.transfer(dest.ensure_allocated().raw, src.raw, src.allocator)
+        return dest
+
+
+__all__ = ["CUDAAllocator", "CUDADevice", "CUDAMemory", "CUDAProgram", "device_ordinal"]
