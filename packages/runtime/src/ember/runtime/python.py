@@ -149,7 +149,8 @@ class _Memory:
 
 
 # *** the interpreter ***
-_VALUE_SRCS = {Ops.LOAD: 1, Ops.IF: 1, Ops.ENDIF: 1, Ops.END: 1, Ops.SINK: 0, Ops.NOOP: 0, Ops.BARRIER: 0}  # the rest only order
+# the sources each op computes with (the rest only order it)
+_VALUE_SRCS = {Ops.LOAD: 1, Ops.IF: 1, Ops.ENDIF: 1, Ops.END: 1, Ops.SINK: 0, Ops.NOOP: 0, Ops.BARRIER: 0}
 _UNSUPPORTED = (Ops.WMMA,)
 
 
