@@ -132,9 +132,9 @@ class NVRTC:
 
 
 @functools.cache
-def _load_nvrtc(prefer_major: int | None) -> NVRTC:
+def _load_nvrtc(candidates: tuple[str, ...]) -> NVRTC:
     tried = []
-    for path in nvrtc_candidates(prefer_major):
+    for path in candidates:
         try:
             return NVRTC(path)
         except (OSError, AttributeError) as e:
@@ -146,7 +146,7 @@ def _load_nvrtc(prefer_major: int | None) -> NVRTC:
 def load_nvrtc(prefer_major: int | None = None) -> NVRTC:
     """The first libnvrtc found (see the module docstring), loaded once; a library of CUDA major `prefer_major`
     first. None found raises RuntimeError listing the places tried."""
-    return _load_nvrtc(prefer_major)
+    return _load_nvrtc(tuple(nvrtc_candidates(prefer_major)))
 
 
 def cuda_include_dirs() -> list[Path]:

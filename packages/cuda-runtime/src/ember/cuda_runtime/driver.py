@@ -20,7 +20,7 @@ DRIVER_PATH_ENV = "CUDA_DRIVER_PATH"
 TIMEOUT_ENV = "CUDA_TIMEOUT"
 DEFAULT_TIMEOUT = 300.0  # seconds a wait may take before it is reported as a hang
 
-CUDA_SUCCESS, CUDA_ERROR_OUT_OF_MEMORY, CUDA_ERROR_NOT_READY = 0, 2, 600
+CUDA_SUCCESS, CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_OUT_OF_MEMORY, CUDA_ERROR_NOT_READY = 0, 1, 2, 600
 CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = 704
 CU_STREAM_NON_BLOCKING = 1
 CU_EVENT_DEFAULT, CU_EVENT_DISABLE_TIMING = 0, 2
@@ -344,9 +344,10 @@ class CUDAContext:
         if not self.driver.has("cuFuncGetParamInfo"):
             return None
         sizes, offset, size = [], ctypes.c_size_t(), ctypes.c_size_t()
-        while self.driver.raw("cuFuncGetParamInfo", fn, len(sizes), ctypes.byref(offset), ctypes.byref(size)) == 0:
+        while (code := self.driver.raw("cuFuncGetParamInfo", fn, len(sizes), ctypes.byref(offset),
+                                       ctypes.byref(size))) == CUDA_SUCCESS:
             sizes.append(size.value)
-        return sizes
+        return sizes if code == CUDA_ERROR_INVALID_VALUE else None  # INVALID_VALUE: past the last parameter
 
     def launch(self, fn: ctypes.c_void_p, grid: tuple[int, int, int], block: tuple[int, int, int],
                params: ctypes.Array[ctypes.c_void_p], shared_bytes: int = 0) -> None:

@@ -1,0 +1,60 @@
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from ember.runtime import Device
+
+FAKE_SOURCE = Path(__file__).with_name("fake_libcuda.c")
+
+
+@pytest.fixture(autouse=True)
+def cache_dir(tmp_path, monkeypatch):
+    """Every test compiles into its own cache folder, never ~/.cache/ember."""
+    path = tmp_path / "ember-cache"
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(path))
+    monkeypatch.delenv("CACHE", raising=False)
+    return path
+
+
+@pytest.fixture(scope="session")
+def fake_libcuda_build(tmp_path_factory):
+    """The fake driver (fake_libcuda.c) built once with gcc."""
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc is needed to build the fake libcuda")
+    out = tmp_path_factory.mktemp("fake-cuda") / "libcuda.so.1"
+    subprocess.run(["gcc", "-O1", "-Wall", "-Werror", "-shared", "-fPIC", "-o", str(out), str(FAKE_SOURCE)],
+                   check=True, capture_output=True, text=True)
+    return out
+
+
+class FakeDriver:
+    """A fresh copy of the fake driver for one test (its own file, so its own state when loaded), its call log."""
+
+    def __init__(self, path: Path, log: Path):
+        self.path, self.log_path = path, log
+
+    def log(self) -> list[str]:
+        return self.log_path.read_text().splitlines() if self.log_path.exists() else []
+
+    def calls(self, name: str) -> list[str]:
+        return [line for line in self.log() if line.split(" ", 1)[0] == name]
+
+
+@pytest.fixture
+def fake_cuda(fake_libcuda_build, tmp_path, monkeypatch):
+    """CUDA_DRIVER_PATH set to a fresh fake driver; the test fails if the driver saw a broken contract. Devices built
+    through Device[...] in the test are forgotten after it."""
+    path = tmp_path / "fake" / "libcuda.so.1"
+    path.parent.mkdir()
+    shutil.copy(fake_libcuda_build, path)
+    fake = FakeDriver(path, tmp_path / "fake-cuda.log")
+    monkeypatch.setenv("CUDA_DRIVER_PATH", str(path))
+    monkeypatch.setenv("FAKE_CUDA_LOG", str(fake.log_path))
+    for var in ("FAKE_CUDA_DEVICES", "FAKE_CUDA_CC", "FAKE_CUDA_HANG", "FAKE_CUDA_INIT_ERROR", "CUDA_TIMEOUT"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(Device, "_instances", {})
+    yield fake
+    violations = [line for line in fake.log() if line.startswith("VIOLATION")]
+    assert violations == [], "the fake driver saw broken contracts:\n" + "\n".join(violations)

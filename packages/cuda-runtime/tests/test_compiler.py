@@ -1,0 +1,91 @@
+"""NVRTC: hand-written kernels compile to cubins for the named architecture, errors carry NVRTC's log, the disk cache
+is ember.runtime's. Needs libnvrtc (the test env installs the nvidia-cuda-nvrtc wheel), no GPU."""
+
+import pytest
+
+from ember.cuda_runtime import NVRTCCompiler, cubin_arch, load_nvrtc
+from ember.runtime import CompileError
+
+ADD = """extern "C" __global__ void add(float* out, const float* a, const float* b, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = a[i] + b[i];
+}"""
+REDUCE = """extern "C" __global__ void __launch_bounds__(256) row_sum(float* out, const float* x, int cols) {
+  __shared__ float partial[8];
+  float acc = 0.0f;
+  for (int c = threadIdx.x; c < cols; c += blockDim.x) acc += x[blockIdx.x * cols + c];
+  for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = acc;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float s = 0.0f;
+    for (int w = 0; w < 8; w++) s += partial[w];
+    out[blockIdx.x] = exp2f(s) * __int_as_float(0x3f800000);
+  }
+}"""
+HALF = """#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+extern "C" __global__ void to_half(__half* out, const __nv_bfloat16* x) {
+  out[threadIdx.x] = __float2half(__bfloat162float(x[threadIdx.x]));
+}"""
+
+
+def elf_header(cubin: bytes) -> tuple[bytes, int, int]:
+    return cubin[:4], int.from_bytes(cubin[18:20], "little"), int.from_bytes(cubin[48:52], "little")
+
+
+@pytest.mark.parametrize("arch", ["sm_90", "sm_80"])
+def test_kernels_compile_to_a_cubin_for_the_arch(arch):
+    comp = NVRTCCompiler(arch)
+    for src in (ADD, REDUCE):
+        cubin = comp.compile(src)
+        magic, machine, flags = elf_header(cubin)
+        assert magic == b"\x7fELF" and cubin[4] == 2 and machine == 190  # 64-bit ELF, EM_CUDA
+        assert cubin_arch(cubin) == int(arch[3:])
+        if cubin[8] >= 8:  # ELF ABI 8 (NVRTC 12.8+): the SM in bits 8..15 of e_flags
+            assert (flags >> 8) & 0xFF == int(arch[3:])
+        assert b"add\0" in cubin or b"row_sum\0" in cubin
+
+
+def test_syntax_error_raises_with_the_log_and_source():
+    with pytest.raises(CompileError, match=r"nvrtcCompileProgram.*NVRTC_ERROR_COMPILATION") as e:
+        NVRTCCompiler("sm_90").compile('extern "C" __global__ void broken(float* x) { x[0] = ; }')
+    assert 'error: expected an expression' in str(e.value) and "--- source ---\nextern \"C\"" in str(e.value)
+
+
+def test_second_compile_is_a_cache_hit(cache_dir, monkeypatch):
+    comp = NVRTCCompiler("sm_90")
+    runs = []
+    real = comp.nvrtc.compile
+    monkeypatch.setattr(comp.nvrtc, "compile", lambda *a, **k: runs.append(a) or real(*a, **k))
+    first = comp.compile_cached(ADD)
+    assert comp.compile_cached(ADD) == first and len(runs) == 1
+    assert comp.cache_path(ADD).parent == cache_dir / "compile" and comp.cache_path(ADD).is_file()
+    assert NVRTCCompiler("sm_90").compile_cached(ADD) == first  # another compiler object, same key
+    assert NVRTCCompiler("sm_80").cache_path(ADD) != comp.cache_path(ADD)  # the arch is in the key
+    assert comp.cachekey == f"nvrtc {comp.nvrtc.version[0]}.{comp.nvrtc.version[1]} sm_90"
+
+
+def test_a_batch_is_one_nvrtc_run(monkeypatch):
+    comp = NVRTCCompiler("sm_90")
+    runs = []
+    real = comp.nvrtc.compile
+    monkeypatch.setattr(comp.nvrtc, "compile", lambda *a, **k: runs.append(a) or real(*a, **k))
+    libs = comp.compile_cached_many([("add", ADD), ("row_sum", REDUCE)])
+    assert len(runs) == 1 and libs[0] == libs[1] and b"add\0" in libs[0] and b"row_sum\0" in libs[0]
+
+
+def test_fp16_headers():
+    comp = NVRTCCompiler("sm_90")
+    if not comp.bundled and not any(f.startswith("-I") for f in comp.flags):
+        pytest.skip("this NVRTC bundles no headers and no toolkit include folder was found")
+    assert cubin_arch(comp.compile(HALF)) == 90
+
+
+def test_bad_arch_and_missing_nvrtc(tmp_path, monkeypatch):
+    for arch in ("compute_90", "90", "sm90"):
+        with pytest.raises(ValueError, match="arch must name a real GPU architecture like 'sm_90'"):
+            NVRTCCompiler(arch)
+    monkeypatch.setenv("NVRTC_PATH", str(tmp_path / "libnvrtc.so.13"))
+    with pytest.raises(RuntimeError, match=r"libnvrtc was not found.*NVRTC_PATH.*Tried:\n  .*libnvrtc\.so\.13"):
+        load_nvrtc()

@@ -1,0 +1,180 @@
+"""The driver binding and the CUDA device, run against a fake libcuda.so.1 (fake_libcuda.c): no GPU needed."""
+
+import re
+
+import numpy as np
+import pytest
+
+from ember.cuda_runtime import CUDAAllocator, CUDADevice, CUDAError, load_driver
+from ember.runtime import Buffer, Device
+from ember.uops import dtypes
+
+ADD = """extern "C" __global__ void add(float* out, const float* a, const float* b, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = a[i] + b[i];
+}"""
+IOTA64 = """extern "C" __global__ void iota64(long long* out, long long start) {
+  long long i = blockIdx.x * blockDim.x + threadIdx.x;
+  out[i] = start + i;
+}"""
+
+
+def test_missing_driver_names_what_is_missing(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUDA_DRIVER_PATH", str(tmp_path / "no-such" / "libcuda.so.1"))
+    with pytest.raises(RuntimeError, match=r"cannot load the NVIDIA driver library .*libcuda\.so\.1.*CUDA_DRIVER_PATH"):
+        CUDADevice("CUDA")
+
+
+def test_failed_call_names_the_call_and_the_error(fake_cuda, monkeypatch):
+    monkeypatch.setenv("FAKE_CUDA_INIT_ERROR", "100")
+    with pytest.raises(CUDAError, match=r"cuInit failed: CUDA_ERROR_NO_DEVICE \(100\): no CUDA-capable device") as e:
+        load_driver()
+    assert e.value.call == "cuInit" and e.value.code == 100
+
+
+def test_device_facts_and_names(fake_cuda, monkeypatch):
+    monkeypatch.setenv("FAKE_CUDA_DEVICES", "2")
+    monkeypatch.setenv("FAKE_CUDA_CC", "89")
+    dev = Device["cuda:0"]
+    assert isinstance(dev, CUDADevice) and dev.name == "CUDA" and Device["CUDA:1"].context.ordinal == 1
+    ctx = dev.context
+    assert (ctx.name, ctx.arch, ctx.compute_capability, ctx.multiprocessors) == ("Fake GPU 0", "sm_89", (8, 9), 132)
+    assert ctx.total_memory == 80 << 30 and ctx.max_block == (1024, 1024, 64) and ctx.max_grid[0] == 2**31 - 1
+    assert dev.compiler.arch == "sm_89" and dev.compiler.flags[0] == "--gpu-architecture=sm_89"
+    assert load_driver().version == (13, 0)
+    with pytest.raises(ValueError, match=r"CUDA:2: no such device; this machine has 2 CUDA device"):
+        CUDADevice("CUDA:2")
+    with pytest.raises(ValueError, match="a name is 'CUDA' or 'CUDA:<n>'"):
+        CUDADevice("CUDA:x")
+    with pytest.raises(NotImplementedError, match="no CUDARenderer"):
+        dev.renderer.render("k", ())
+    dev.context.close()
+    assert fake_cuda.calls("cuStreamDestroy_v2") and fake_cuda.calls("cuDevicePrimaryCtxRelease")
+
+
+@pytest.mark.parametrize("nbytes", [4, 1000, 4096, 10_000])
+def test_copy_round_trip_through_pinned_staging(fake_cuda, monkeypatch, nbytes):
+    dev = CUDADevice("CUDA")
+    dev.allocator = CUDAAllocator(dev.context, staging_bytes=4096)
+    monkeypatch.setitem(Device._instances, "CUDA", dev)
+    data = np.random.default_rng(0).integers(0, 256, nbytes, dtype=np.uint8)
+    buf = Buffer("CUDA", nbytes, dtypes.uint8).copyin(data)
+    np.testing.assert_array_equal(buf.numpy(), data)
+    chunks = -(-nbytes // 4096)
+    assert [int(c.split("n=")[1]) for c in fake_cuda.calls("cuMemcpyHtoDAsync_v2")] == \
+        [min(4096, nbytes - i * 4096) for i in range(chunks)]
+    assert len(fake_cuda.calls("cuMemcpyDtoHAsync_v2")) == chunks
+    assert len(fake_cuda.calls("cuMemHostAlloc")) == 2  # the two staging buffers, allocated once
+    assert len(fake_cuda.calls("cuMemAlloc_v2")) == 1
+
+
+def test_launch_packs_arguments_and_times_with_events(fake_cuda, monkeypatch):
+    dev = Device["CUDA"]
+    n = 1000
+    a, b = np.arange(n, dtype=np.float32), np.full(n, 0.5, np.float32)
+    bufs = [Buffer("CUDA", n, dtypes.float32) for _ in range(3)]
+    bufs[1].copyin(a)
+    bufs[2].copyin(b)
+    prg = dev.runtime("add", dev.compiler.compile_cached(ADD))
+    assert prg.param_sizes == [8, 8, 8, 4]
+    seconds = prg(*bufs, global_size=(4,), local_size=(256,), vals=(n,), wait=True)
+    assert seconds == pytest.approx(1.5e-3)  # the fake GPU's clock: 1.5 ms a launch
+    np.testing.assert_array_equal(bufs[0].numpy(), a + b)
+    (launch,) = fake_cuda.calls("cuLaunchKernel")
+    ptrs = ",".join(str(buf.raw.ptr) for buf in bufs)
+    assert launch == f"cuLaunchKernel add grid=4,1,1 block=256,1,1 shared=0 args={ptrs},{n}"
+    assert prg(*bufs, global_size=(4,), local_size=(256,), vals=(n,)) is None  # not waited for
+    dev.synchronize()
+
+
+def test_eight_byte_parameter(fake_cuda):
+    dev = Device["CUDA"]
+    out = Buffer("CUDA", 64, dtypes.int64)
+    prg = dev.runtime("iota64", dev.compiler.compile_cached(IOTA64))
+    start = 3 << 40  # needs all 8 bytes
+    prg(out, global_size=(2,), local_size=(32,), vals=(start,), wait=True)
+    np.testing.assert_array_equal(out.numpy(), start + np.arange(64))
+
+
+def test_launch_checks(fake_cuda, monkeypatch):
+    monkeypatch.setenv("FAKE_CUDA_DEVICES", "2")
+    dev = Device["CUDA"]
+    bufs = [Buffer("CUDA", 16, dtypes.float32) for _ in range(3)]
+    prg = dev.runtime("add", dev.compiler.compile_cached(ADD))
+    with pytest.raises(ValueError, match=r"add: the kernel takes 4 parameters, given 3 buffers and 0 values"):
+        prg(*bufs, global_size=(1,), local_size=(16,))
+    with pytest.raises(ValueError, match=r"add: value 0 \(4294967296\) does not fit the kernel's 32-bit parameter"):
+        prg(*bufs, global_size=(1,), local_size=(16,), vals=(2**32,))
+    with pytest.raises(ValueError, match=r"local_size \(64, 32, 1\) is 2048 threads; this kernel allows 1024"):
+        prg(*bufs, global_size=(1,), local_size=(64, 32), vals=(16,))
+    with pytest.raises(ValueError, match=r"global_size \(1, 70000, 1\) exceeds the GPU's limits"):
+        prg(*bufs, global_size=(1, 70000), local_size=(16,), vals=(16,))
+    other = Buffer("CUDA:1", 16, dtypes.float32)
+    with pytest.raises(ValueError, match=r"buffer argument 1 .* is not memory of CUDA:0"):
+        prg(bufs[0], other, bufs[2], global_size=(1,), local_size=(16,), vals=(16,))
+    assert prg(*bufs, global_size=(0,), local_size=(16,), vals=(16,), wait=True) == 0.0  # nothing to run
+    assert fake_cuda.calls("cuLaunchKernel") == []
+    with pytest.raises(CUDAError, match=r"cuModuleGetFunction failed: CUDA_ERROR_NOT_FOUND"):
+        dev.runtime("not_in_the_cubin", dev.compiler.compile_cached(ADD))
+
+
+def test_cubin_for_another_architecture_is_refused(fake_cuda, monkeypatch):
+    from ember.cuda_runtime import NVRTCCompiler
+
+    dev = Device["CUDA"]
+    with pytest.raises(RuntimeError, match=r"a cubin for sm_80; the GPU \(Fake GPU 0\) is sm_90"):
+        dev.runtime("add", NVRTCCompiler("sm_80").compile_cached(ADD))
+
+
+def test_hang_detected(fake_cuda, monkeypatch):
+    monkeypatch.setenv("FAKE_CUDA_HANG", "1")
+    monkeypatch.setenv("CUDA_TIMEOUT", "0.2")
+    dev = Device["CUDA"]
+    with pytest.raises(RuntimeError, match=r"^CUDA:0: hang detected: the work queued on Fake GPU 0 not finished "
+                                           r"after 0\.2 s \(set \$CUDA_TIMEOUT"):
+        dev.synchronize()
+    out = Buffer("CUDA", 64, dtypes.int64).allocate()
+    prg = dev.runtime("iota64", dev.compiler.compile_cached(IOTA64))
+    with pytest.raises(RuntimeError, match=r"^CUDA:0: hang detected: kernel iota64 on Fake GPU 0 not finished"):
+        prg(out, global_size=(2,), local_size=(32,), vals=(0,), wait=True)
+    with pytest.raises(RuntimeError, match=r"hang detected: a copy from the GPU"):
+        out.numpy()
+    monkeypatch.setenv("CUDA_TIMEOUT", "soon")
+    with pytest.raises(ValueError, match=r"CUDA_TIMEOUT='soon': expected a number of seconds > 0"):
+        dev.synchronize()
+
+
+def test_copies_between_devices(fake_cuda, monkeypatch):
+    monkeypatch.setenv("FAKE_CUDA_DEVICES", "2")
+    dev0, dev1 = Device["CUDA"], Device["CUDA:1"]
+    data = np.arange(100, dtype=np.float32)
+    src = Buffer("CUDA", 100, dtypes.float32).copyin(data)
+    peer = Buffer("CUDA:1", 100, dtypes.float32)
+    dev1.copy(peer, src)  # on the GPUs
+    np.testing.assert_array_equal(peer.numpy(), data)
+    assert fake_cuda.calls("cuMemcpyPeerAsync") == ["cuMemcpyPeerAsync n=400 dst_dev=1 src_dev=0"]
+    assert fake_cuda.calls("cuCtxEnablePeerAccess") == ["cuCtxEnablePeerAccess dev=1 peer=0"]
+    assert len(fake_cuda.calls("cuStreamWaitEvent")) == 2  # each stream waits for the other's side
+    same = Buffer("CUDA", 100, dtypes.float32)
+    dev0.copy(same, src)
+    np.testing.assert_array_equal(same.numpy(), data)
+    assert fake_cuda.calls("cuMemcpyDtoDAsync_v2") == ["cuMemcpyDtoDAsync_v2 n=400"]
+    through_host = Buffer("CUDA:1", 100, dtypes.float32).copy_from(src)  # what the engine's copies use
+    np.testing.assert_array_equal(through_host.numpy(), data)
+    on_cpu = Buffer("CPU", 100, dtypes.float32).copy_from(src)
+    np.testing.assert_array_equal(on_cpu.numpy(), data)
+
+
+def test_freed_memory_is_reused_then_released(fake_cuda):
+    Device["CUDA"]
+    buf = Buffer("CUDA", 256, dtypes.float32).allocate()
+    ptr = buf.raw.ptr
+    buf.deallocate()
+    again = Buffer("CUDA", 256, dtypes.float32).allocate()
+    assert again.raw.ptr == ptr and len(fake_cuda.calls("cuMemAlloc_v2")) == 1
+    view = again.view(16, dtypes.float32, offset=64).allocate()
+    assert view.raw.ptr == ptr + 64 and view.raw.owner is again.raw
+    again.deallocate()
+    Device["CUDA"].allocator.free_cache()
+    assert fake_cuda.calls("cuMemFree_v2") == [f"cuMemFree_v2 ptr={ptr:#x}"]
+    assert re.fullmatch(r"cuMemAlloc_v2 size=1024 dev=0", fake_cuda.calls("cuMemAlloc_v2")[0])
