@@ -4,6 +4,7 @@ __version__ = "0.6.1"
 
 from ember.codegen.cache import cached_program, load_program  # noqa: E402
 from ember.codegen.cstyle import CRenderer, CStyleLanguage, RenderContext, base_rewrite  # noqa: E402
+from ember.codegen.gpu import CUDARenderer, GPURenderer, HIPRenderer  # noqa: E402
 from ember.codegen.heuristic import hand_coded_opts  # noqa: E402
 from ember.codegen.linearize import linearize  # noqa: E402
 from ember.codegen.lower import lower  # noqa: E402
@@ -14,6 +15,6 @@ from ember.codegen.program import BufferArg, Estimates, Opt, OptOps, ProgramSpec
 from ember.codegen.renderer import Renderer  # noqa: E402
 from ember.codegen.search import beam_search  # noqa: E402
 
-__all__ = ["cached_program", "load_program", "CodegenPool", "CRenderer", "CStyleLanguage", "RenderContext",
+__all__ = ["cached_program", "load_program", "CodegenPool", "CRenderer", "CUDARenderer", "GPURenderer", "HIPRenderer", "CStyleLanguage", "RenderContext",
            "base_rewrite", "linearize", "lower", "KernelOptError", "apply_opts", "hand_coded_opts", "kernel_ranges",
            "BufferArg", "Estimates", "Opt", "OptOps", "ProgramSpec", "Renderer", "beam_search", "to_program"]

@@ -34,11 +34,14 @@ class GroupContext:
         self.next_range = max((u.arg[0] for u in nodes if u.op is Ops.RANGE), default=-1) + 1
 
 
-def _linear(rngs: list[UOp]) -> tuple[UOp, int]:
-    """The position of a point of `rngs` (row-major, the last fastest) and their number of points."""
-    at, size = UOp.const(dtypes.index, 0), 1
+def _linear(rngs: list[UOp]) -> tuple[UOp | None, int]:
+    """The position of a point of `rngs` (row-major, the last fastest; None for no ranges) and their number of
+    points."""
+    at: UOp | None = None
+    size = 1
     for r in reversed(rngs):
-        at, size = at + r * size, size * range_size(r)
+        term = r if size == 1 else r * size
+        at, size = term if at is None else at + term, size * range_size(r)
     return at, size
 
 
@@ -53,13 +56,17 @@ def group_reduce(ctx: GroupContext, red: UOp) -> UOp | None:
                      key=range_order)
     base, n_local = _linear(locals_)
     lane, n_lane = _linear(sorted(groups, key=range_order))
+    assert lane is not None
     buf = UOp(Ops.DEFINE_LOCAL, red.dtype.ptr(n_local * n_lane, AddrSpace.LOCAL), (), ctx.next_local)
     ctx.next_local += 1
-    store = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, buf.dtype, (buf, base * n_lane + lane)), partial))
-    barrier = UOp(Ops.BARRIER, dtypes.void, (store,))
     other = UOp.range(n_lane, ctx.next_range, AxisType.REDUCE)
     ctx.next_range += 1
-    part = UOp(Ops.LOAD, red.dtype, (UOp(Ops.INDEX, buf.dtype, (buf, base * n_lane + other)), barrier))
+    row = None if base is None else base * n_lane
+    store = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, buf.dtype, (buf, lane if row is None else row + lane)),
+                                         partial))
+    barrier = UOp(Ops.BARRIER, dtypes.void, (store,))
+    part = UOp(Ops.LOAD, red.dtype, (UOp(Ops.INDEX, buf.dtype, (buf, other if row is None else row + other)),
+                                     barrier))
     return UOp(Ops.REDUCE, red.dtype, (part, other), red.arg)
 
 

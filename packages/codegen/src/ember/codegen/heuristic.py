@@ -157,9 +157,11 @@ def gpu_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
     for r in outputs:
         out_work *= range_size(r) or 1
     if reduces and out_work < GROUP_BELOW_OUTPUTS and not nested_reduce(ast):
-        r = reduces[-1]
-        amount = _divisor(range_size(r), tuple(a for a in (256, 128, 64, 32, 16, 8) if a <= budget))
-        if amount is not None and (range_size(r) or 0) >= 2 * amount:
+        # the innermost reduce axis that a workgroup of 8 or more threads divides, the most threads first
+        amounts = tuple(a for a in (256, 128, 64, 32, 16, 8) if a <= budget)
+        found = [(a, r) for r in reversed(reduces) if (a := _divisor(range_size(r), amounts)) is not None]
+        if found:
+            amount, r = max(found, key=lambda f: f[0])
             coalesced = any(ld.get(r) == 1 for ld in loads)
             add(Opt(OptOps.GROUP if coalesced else OptOps.GROUPTOP, axis(r), amount))
             budget //= amount

@@ -1,0 +1,202 @@
+"""GPU renderers: one C++ kernel per program, for NVIDIA (`CUDARenderer`, CUDA C++ for NVRTC) and AMD (`HIPRenderer`,
+HIP for clang or comgr, gfx942/gfx950), on the C-style base of cstyle.py.
+
+`GPURenderer` holds what the two share: thread ids (`SPECIAL`) as the target's builtins, `BARRIER`, `DEFINE_LOCAL`
+as shared memory, bfloat16 (and on NVIDIA float16) stored as their bits and computed in float32 (no vendor headers:
+NVRTC and clang compile the source as it is), NaN-propagating max, and the kernel signature with its launch bounds.
+A target sets the builtins' spellings and its prelude. The lowering that makes SPECIAL, BARRIER and shared buffers
+is gpudims.py's.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+
+from ember.codegen.cstyle import C_TYPES, CStyleLanguage, RenderContext, base_rewrite
+from ember.uops import DType, Ops, PatternMatcher, PtrDType, UOp, UPat, dtypes
+
+# float16 and bfloat16 as their bits, each with its conversions to and from float32 (helpers in the preludes)
+_BITS_TO_F32 = {dtypes.bfloat16: "emb_bf16_to_f32", dtypes.float16: "emb_f16_to_f32"}
+_F32_TO_BITS = {dtypes.bfloat16: "emb_f32_to_bf16", dtypes.float16: "emb_f32_to_f16"}
+
+
+def bits_const(value: float, dt: DType) -> str:
+    bits = struct.unpack("<H", struct.pack("<e", float(value)))[0] if dt == dtypes.float16 else \
+        struct.unpack("<I", struct.pack("<f", float(value)))[0] >> 16  # (bfloat16: the top half of the float32)
+    return f"((unsigned short)0x{bits:04x})"
+
+
+def special(ctx: RenderContext, x: UOp) -> str:
+    kind, dim = x.arg[:4], int(x.arg[4:])
+    builtin = ctx.renderer.workgroup_id if kind == "gidx" else ctx.renderer.thread_id
+    return f"const long long {ctx[x]} = (long long){builtin[dim]};"
+
+
+def gpu_math(ctx: RenderContext, x: UOp) -> str:
+    # float16 math runs in float; the result is converted back where it is used
+    name = ctx.renderer.math_names[x.op][x.dtype == dtypes.float64]
+    ret = f"{name}({', '.join(ctx[s] for s in x.src)})"
+    return f"(({ctx.ctype(x.dtype)}){ret})" if x.dtype == dtypes.float16 else ret
+
+
+gpu_rewrite = PatternMatcher([
+    (UPat(Ops.SPECIAL, name="x"), special),
+    (UPat(Ops.BARRIER), lambda ctx: ctx.renderer.barrier),
+    (UPat(Ops.DEFINE_LOCAL, name="x"),
+     lambda ctx, x: f"{ctx.renderer.shared_prefix}{ctx.ctype(x.dtype.base)} {ctx[x]}[{x.dtype.size}];"),
+    # the dtypes kept as bits: constants, and conversions through float32
+    (UPat(Ops.CONST, name="x"), lambda ctx, x: bits_const(x.arg, x.dtype) if x.dtype in ctx.renderer.bits_dtypes
+     else None),
+    (UPat(Ops.CAST, src=(UPat(name="y"),), name="x"),
+     lambda ctx, x, y: f"(({ctx.ctype(x.dtype)}){_BITS_TO_F32[y.dtype]}({ctx[y]}))"
+     if y.dtype in ctx.renderer.bits_dtypes and x.dtype not in ctx.renderer.bits_dtypes else None),
+    (UPat(Ops.CAST, src=(UPat(name="y"),), name="x"),
+     lambda ctx, x, y: f"{_F32_TO_BITS[x.dtype]}((float){ctx[y]})" if x.dtype in ctx.renderer.bits_dtypes and
+     y.dtype not in ctx.renderer.bits_dtypes else None),
+    (UPat(Ops.BITCAST, name="x"), lambda ctx, x: f"emb_bitcast<{ctx.ctype(x.dtype)}>({ctx[x.src[0]]})"),
+    (UPat(Ops.MAX, dtype=dtypes.floats, name="x"),  # NaN-propagating, as numpy
+     lambda ctx, x: f"emb_max{'' if x.dtype == dtypes.float64 else 'f'}({ctx[x.src[0]]}, {ctx[x.src[1]]})"),
+    (UPat((Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.TRUNC, Ops.POW), name="x"), gpu_math),
+    (UPat(Ops.MOD, dtype=dtypes.floats, name="x"), gpu_math),
+])
+
+# the helpers both preludes define (after their own `DEVICE` and `INFINITY`/`NAN`)
+_COMMON = """DEVICE float emb_maxf(float a, float b) { return (a != a || a > b) ? a : b; }
+DEVICE double emb_max(double a, double b) { return (a != a || a > b) ? a : b; }
+template <class T, class F> DEVICE T emb_bitcast(F x) { union { F f; T t; } u; u.f = x; return u.t; }
+DEVICE float emb_bf16_to_f32(unsigned short x) { return emb_bitcast<float>((unsigned int)x << 16); }
+DEVICE unsigned short emb_f32_to_bf16(float f) { unsigned int u = emb_bitcast<unsigned int>(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40);  /* NaN stays NaN */
+  return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); }  /* round to nearest even */
+"""
+
+
+class GPURenderer(CStyleLanguage):
+    """C++ for a GPU: one `extern "C"` kernel, workgroups (has_local), shared memory, scalar code."""
+
+    has_local = True
+    type_map = {**C_TYPES, dtypes.bool: "bool", dtypes.bfloat16: "unsigned short"}
+    bits_dtypes: tuple[DType, ...] = (dtypes.bfloat16,)  # stored as their 16 bits, computed in float32
+    compute_via_float32 = (dtypes.bfloat16,)
+    statements = CStyleLanguage.statements | {Ops.SPECIAL, Ops.BARRIER}
+    fixed_names = {**CStyleLanguage.fixed_names, Ops.SPECIAL: lambda u: u.arg}
+    string_rewrite = gpu_rewrite + base_rewrite
+    # set by each target
+    workgroup_id: tuple[str, str, str] = ("", "", "")
+    thread_id: tuple[str, str, str] = ("", "", "")
+    barrier = ""
+    shared_prefix = ""
+    math_names: dict[Ops, tuple[str, str]] = {}
+    prelude = ""
+
+    def __init__(self, arch: str):
+        self.arch = arch
+
+    def kernel_prefix(self, threads: int) -> str:
+        raise NotImplementedError(f"{type(self).__name__}: the kernel signature's prefix")
+
+    def render_kernel(self, name: str, body: list[str], uops: tuple[UOp, ...], ctx: RenderContext) -> str:
+        bufs = [f"{'' if u in ctx.written else 'const '}{self.render_dtype(u.dtype.base)}* __restrict__ {ctx[u]}"
+                for u in sorted((u for u in uops if u.op is Ops.PARAM), key=lambda u: u.arg)]
+        variables = [f"const {self.render_dtype(dtypes.index)} {ctx[u]}"
+                     for u in sorted((u for u in uops if u.op is Ops.DEFINE_VAR), key=lambda u: u.arg[0])]
+        threads = math.prod(u.src[0].arg for u in uops if u.op is Ops.SPECIAL and u.arg.startswith("lidx"))
+        return (self.prelude + f"{self.kernel_prefix(threads)} {name}({', '.join(bufs + variables)}) {{\n" +
+                "\n".join(body) + "\n}\n")
+
+    def render_dtype(self, dt: DType) -> str:
+        if dt.count > 1 and not isinstance(dt, PtrDType):
+            raise NotImplementedError(f"{type(self).__name__}: vector dtype {dt!r} (GPU vectors are not rendered yet)")
+        return super().render_dtype(dt)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.arch!r})"
+
+
+_C_MATH = {Ops.EXP2: ("exp2f", "exp2"), Ops.LOG2: ("log2f", "log2"), Ops.SIN: ("sinf", "sin"),
+           Ops.SQRT: ("sqrtf", "sqrt"), Ops.TRUNC: ("truncf", "trunc"), Ops.POW: ("powf", "pow"),
+           Ops.MOD: ("fmodf", "fmod")}
+
+_CUDA_PRELUDE = """#ifndef EMB_PRELUDE
+#define EMB_PRELUDE
+#define DEVICE static __device__ __forceinline__
+#define INFINITY __int_as_float(0x7f800000)
+#define NAN __int_as_float(0x7fffffff)
+""" + _COMMON + """DEVICE float emb_f16_to_f32(unsigned short x) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x));
+  return f; }
+DEVICE unsigned short emb_f32_to_f16(float f) { unsigned short x; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(x) : "f"(f));
+  return x; }
+#endif
+"""
+
+
+class CUDARenderer(GPURenderer):
+    """CUDA C++ for NVRTC, sm_80 and newer (`arch` "sm_90" for Hopper). No headers: float16 and bfloat16 are their
+    bits, converted by PTX `cvt` and integer arithmetic."""
+
+    device = "CUDA"
+    global_max = (2**31 - 1, 65535, 65535)
+    local_max = (1024, 1024, 64)
+    max_workgroup_threads = 1024
+    shared_max = 48 * 1024  # static shared memory per block (more needs dynamic shared memory and an opt-in)
+    type_map = {**GPURenderer.type_map, dtypes.float16: "unsigned short"}
+    bits_dtypes = (dtypes.bfloat16, dtypes.float16)
+    compute_via_float32 = (dtypes.bfloat16, dtypes.float16)
+    supports_dtypes = tuple(type_map)
+    workgroup_id = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
+    thread_id = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
+    barrier = "__syncthreads();"
+    shared_prefix = "__shared__ __align__(16) "
+    math_names = _C_MATH
+    prelude = _CUDA_PRELUDE
+
+    def __init__(self, arch: str = "sm_90"):
+        if not arch.startswith("sm_") or not arch[3:].isdigit() or int(arch[3:]) < 80:
+            raise ValueError(f"CUDARenderer: arch {arch!r} is not supported, give 'sm_80' or newer ('sm_90': H100)")
+        super().__init__(arch)
+
+    def kernel_prefix(self, threads: int) -> str:
+        return f'extern "C" __global__ void __launch_bounds__({threads})'
+
+
+_HIP_PRELUDE = """#ifndef EMB_PRELUDE
+#define EMB_PRELUDE
+#define DEVICE static __attribute__((device)) inline
+#define INFINITY __builtin_inff()
+#define NAN __builtin_nanf("")
+""" + _COMMON + "#endif\n"
+
+# no device libraries (ockl/ocml): clang lowers these builtins to gfx9 instructions itself
+_HIP_MATH = {op: (f"__builtin_{f}", f"__builtin_{d}") for op, (f, d) in _C_MATH.items()}
+
+HIP_ARCHS = ("gfx942", "gfx950")
+
+
+class HIPRenderer(GPURenderer):
+    """HIP for AMD CDNA3/CDNA4 (`arch` "gfx942": MI300X, "gfx950": MI350X), compiled by clang or comgr without HIP
+    headers or device libraries: thread ids and barriers are amdgcn builtins, float16 is `_Float16`."""
+
+    device = "AMD"
+    global_max = (2**31 - 1, 65535, 65535)
+    local_max = (1024, 1024, 1024)
+    max_workgroup_threads = 1024
+    shared_max = 64 * 1024
+    type_map = {**GPURenderer.type_map, dtypes.float16: "_Float16"}
+    supports_dtypes = tuple(type_map)
+    workgroup_id = tuple(f"__builtin_amdgcn_workgroup_id_{d}()" for d in "xyz")  # type: ignore[assignment]
+    thread_id = tuple(f"__builtin_amdgcn_workitem_id_{d}()" for d in "xyz")  # type: ignore[assignment]
+    barrier = ('__builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup"); __builtin_amdgcn_s_barrier(); '
+               '__builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");')
+    shared_prefix = "__attribute__((shared, aligned(16))) "
+    math_names = _HIP_MATH
+    prelude = _HIP_PRELUDE
+
+    def __init__(self, arch: str = "gfx942"):
+        if arch.split(":")[0] not in HIP_ARCHS:
+            raise ValueError(f"HIPRenderer: arch {arch!r} is not supported, give one of {HIP_ARCHS}")
+        super().__init__(arch)
+
+    def kernel_prefix(self, threads: int) -> str:
+        return f'extern "C" __attribute__((global)) void __attribute__((amdgpu_flat_work_group_size(1, {threads})))'
+

@@ -1,0 +1,93 @@
+"""CUDARenderer and HIPRenderer: the source they write for the GPU lowering (thread ids, shared memory, barriers,
+launch bounds, 16-bit floats), and gfx942 code objects that clang-19 builds from it. (That NVRTC compiles the CUDA
+source, and that every kernel of the tensor suite compiles, is tests/test_gpu_kernels.py's.)"""
+
+import shutil
+import subprocess
+
+import pytest
+
+from ember.codegen import CUDARenderer, HIPRenderer, Opt, OptOps, to_program
+from ember.uops import AxisType, Ops, UOp, dtypes
+
+
+def param(slot, n, dt=dtypes.float32):
+    return UOp(Ops.PARAM, dt.ptr(n), (), slot)
+
+
+def sum_ast(n, dt=dtypes.float32):
+    r = UOp.range(n, 0, AxisType.REDUCE)
+    red = UOp(Ops.REDUCE, dt, (param(1, n, dt).index(r).load(), r), Ops.ADD)
+    return UOp.sink(param(0, 1, dt).index(UOp.const(dtypes.index, 0)).store(red))
+
+
+def unary_ast(n, dt, fn):
+    r = UOp.range(n, 0, AxisType.GLOBAL)
+    return UOp.sink(param(0, n, dt).index(r).store(fn(param(1, n, dt).index(r).load())).end(r))
+
+
+def test_cuda_source_of_a_grouped_reduce():
+    spec = to_program(sum_ast(1024), CUDARenderer(), [Opt(OptOps.GROUP, 0, 128)])
+    assert spec.local_size == (128, 1, 1) and spec.global_size == (1, 1, 1)
+    src = spec.src
+    assert f'extern "C" __global__ void __launch_bounds__(128) {spec.name}(' in src
+    assert "__shared__ __align__(16) float local0[128];" in src and "__syncthreads();" in src
+    assert "const long long lidx0 = (long long)threadIdx.x;" in src and "if ((lidx0==0ll)) data0[0ll] = " in src
+    assert "local0[lidx0] = acc0;" in src  # each thread's partial sum in its slot
+    assert "float* __restrict__ data0, const float* __restrict__ data1" in src
+
+
+def test_hip_source_of_a_grouped_reduce():
+    spec = to_program(sum_ast(1024), HIPRenderer("gfx942"), [Opt(OptOps.GROUP, 0, 64)])
+    src = spec.src
+    assert f"__attribute__((amdgpu_flat_work_group_size(1, 64))) {spec.name}(" in src
+    assert "__attribute__((shared, aligned(16))) float local0[64];" in src
+    assert "__builtin_amdgcn_s_barrier();" in src and "__builtin_amdgcn_workitem_id_x()" in src
+
+
+def test_16_bit_floats():
+    half = to_program(unary_ast(64, dtypes.float16, lambda x: x * 2.5), CUDARenderer(), [Opt(OptOps.LOCAL, 0, 32)])
+    # CUDA: float16 is its bits, computed in float32 (no cuda_fp16.h needed)
+    assert "unsigned short* __restrict__ data0" in half.src and "emb_f16_to_f32" in half.src
+    assert "((unsigned short)0x4100)" in half.src or "2.5f" in half.src
+    hip = to_program(unary_ast(64, dtypes.float16, lambda x: x * 2.5), HIPRenderer(), [])
+    assert "_Float16* __restrict__ data0" in hip.src  # native on AMD
+    bf16 = to_program(unary_ast(64, dtypes.bfloat16, lambda x: x.exp2()), HIPRenderer(), [])
+    assert "emb_bf16_to_f32" in bf16.src and "__builtin_exp2f" in bf16.src
+
+
+def test_arch_and_capability_errors():
+    with pytest.raises(ValueError, match="CUDARenderer: arch 'sm_70' is not supported"):
+        CUDARenderer("sm_70")
+    with pytest.raises(ValueError, match="HIPRenderer: arch 'gfx1100' is not supported"):
+        HIPRenderer("gfx1100")
+    with pytest.raises(ValueError, match="threads in a workgroup"):
+        to_program(sum_ast(4096), CUDARenderer(), [Opt(OptOps.GROUP, 0, 2048)])
+
+
+HIP_KERNELS = {
+    "grouped_sum": (sum_ast(4096), [Opt(OptOps.GROUP, 0, 256)]),
+    "grouptop_sum": (sum_ast(4096), [Opt(OptOps.GROUPTOP, 0, 64)]),
+    "half_math": (unary_ast(256, dtypes.float16, lambda x: (x * 3.0).exp2().sqrt()), [Opt(OptOps.LOCAL, 0, 64)]),
+    "bf16_math": (unary_ast(256, dtypes.bfloat16, lambda x: x.log2().sin().maximum(x)), None),
+    "int_math": (unary_ast(256, dtypes.int32, lambda x: (x // 7) % 5 + (x << 2)), None),
+    "double_max": (unary_ast(256, dtypes.float64, lambda x: x.maximum(x * x).trunc()), None),
+}
+
+
+@pytest.mark.skipif(shutil.which("clang-19") is None, reason="clang-19 (apt: clang-19) builds the gfx942 code objects")
+def test_clang_builds_gfx942_code_objects(tmp_path):
+    src = ""
+    for name, (ast, opts) in HIP_KERNELS.items():
+        spec = to_program(ast, HIPRenderer("gfx942"), opts)
+        src += spec.src.replace(f" {spec.name}(", f" {name}(")
+    (tmp_path / "k.hip").write_text(src)
+    out = tmp_path / "k.hsaco"
+    subprocess.run(["clang-19", "-x", "hip", "--offload-arch=gfx942", "--cuda-device-only", "--no-gpu-bundle-output",
+                    "-nogpulib", "-nogpuinc",
+                    "-O3", "-c", str(tmp_path / "k.hip"), "-o", str(out)], check=True, capture_output=True)
+    data = out.read_bytes()
+    assert data[:4] == b"\x7fELF" and data[18] == 0xE0  # EM_AMDGPU
+    assert int.from_bytes(data[48:52], "little") & 0xFF == 0x4C  # e_flags mach: gfx942
+    for name in HIP_KERNELS:  # each kernel and its descriptor are in the code object
+        assert f"{name}.kd".encode() in data

@@ -1,0 +1,182 @@
+"""The GPU half of codegen (ember.codegen.gpudims: LOCAL, GROUP, GROUPTOP, thread ids, shared memory, barriers), run
+on the PYTHON device, whose workgroups' threads share memory and wait for each other at barriers as a GPU's do."""
+
+import numpy as np
+import pytest
+
+from ember.codegen import KernelOptError, Opt, OptOps, hand_coded_opts, to_program
+from ember.runtime import Buffer, Device
+from ember.uops import AxisType, Ops, UOp, dtypes
+
+f32 = dtypes.float32
+
+
+def param(slot, n, dt=f32):
+    return UOp(Ops.PARAM, dt.ptr(n), (), slot)
+
+
+def reduce_ast(shape, axes, op=Ops.ADD):
+    """out = x.<op>(axes) over a contiguous x of `shape`, kept dims of size 1 dropped."""
+    rngs = [UOp.range(n, i, AxisType.REDUCE if i in axes else AxisType.GLOBAL) for i, n in enumerate(shape)]
+    at = UOp.const(dtypes.index, 0)
+    for r, n in zip(rngs, shape):
+        at = at * n + r
+    red = UOp(Ops.REDUCE, f32, (param(1, int(np.prod(shape))).index(at).load(), *(rngs[i] for i in axes)), op)
+    outs = [r for i, r in enumerate(rngs) if i not in axes]
+    out_at = UOp.const(dtypes.index, 0)
+    for r in outs:
+        out_at = out_at * r.src[0].arg + r
+    n_out = int(np.prod([shape[i] for i in range(len(shape)) if i not in axes]))
+    st = param(0, n_out).index(out_at).store(red)
+    return UOp.sink(st.end(*outs) if outs else st)
+
+
+def matmul_ast(n, k, m):
+    r0, r1, r2 = UOp.range(n, 0, AxisType.GLOBAL), UOp.range(m, 1, AxisType.GLOBAL), UOp.range(k, 2, AxisType.REDUCE)
+    val = param(1, n * k).index(r0 * k + r2).load() * param(2, k * m).index(r2 * m + r1).load()
+    red = UOp(Ops.REDUCE, f32, (val, r2), Ops.ADD)
+    return UOp.sink(param(0, n * m).index(r0 * m + r1).store(red).end(r0, r1))
+
+
+def run(spec, *arrays):
+    dev = Device["PYTHON"]
+    bufs = [Buffer("PYTHON", a.size, dtypes.float32).copyin(a) for a in arrays]
+    dev.runtime(spec.name, dev.compiler.compile(spec.src))(*bufs, global_size=spec.global_size,
+                                                           local_size=spec.local_size)
+    return [b.numpy() for b in bufs]
+
+
+RENDERER = Device["PYTHON"].renderer
+
+
+@pytest.mark.parametrize("shape, axes, opts", [
+    ((256,), (0,), [Opt(OptOps.GROUP, 0, 16)]),
+    ((256,), (0,), [Opt(OptOps.GROUPTOP, 0, 16)]),
+    ((64,), (0,), [Opt(OptOps.GROUP, 0, 64)]),  # the whole axis on threads: no loop left
+    ((6, 40), (1,), [Opt(OptOps.GROUP, 1, 8), Opt(OptOps.LOCAL, 0, 2)]),  # threads of 3 outputs x 8 lanes
+    ((6, 40), (0,), [Opt(OptOps.GROUPTOP, 1, 2), Opt(OptOps.LOCAL, 0, 4)]),  # the reduce axis is the outer one
+    ((4, 6, 10), (0, 2), [Opt(OptOps.GROUP, 2, 5), Opt(OptOps.GROUP, 2, 2)]),  # two group axes
+])
+def test_group_reduce_matches_numpy(shape, axes, opts):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(shape).astype(np.float32)
+    spec = to_program(reduce_ast(shape, axes), RENDERER, opts)
+    assert any(u.op is Ops.BARRIER for u in spec.uops) and any(u.op is Ops.DEFINE_LOCAL for u in spec.uops)
+    want = x.sum(axis=axes).reshape(-1)
+    out, _ = run(spec, np.zeros(want.size, np.float32), x)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+
+
+def test_group_max_and_lane_zero_stores_alone():
+    x = np.random.default_rng(1).standard_normal(128).astype(np.float32)
+    spec = to_program(reduce_ast((128,), (0,), Ops.MAX), RENDERER, [Opt(OptOps.GROUP, 0, 32)])
+    # the one output is written by lane 0 alone: its store is gated
+    stores = [u for u in spec.uops if u.op is Ops.STORE and u.src[0].op is Ops.INDEX and
+              u.src[0].src[0].op is Ops.PARAM]
+    assert len(stores) == 1 and len(stores[0].src[0].src) == 3
+    assert spec.local_size == (32, 1, 1) and spec.global_size == (1, 1, 1)
+    out, _ = run(spec, np.zeros(1, np.float32), x)
+    assert out[0] == x.max()
+
+
+@pytest.mark.parametrize("opts", [[], [Opt(OptOps.LOCAL, 0, 4)], [Opt(OptOps.LOCAL, 1, 6), Opt(OptOps.LOCAL, 0, 2)],
+                                  [Opt(OptOps.LOCAL, 1, 3), Opt(OptOps.GROUP, 3, 4)],
+                                  [Opt(OptOps.UPCAST, 1, 2), Opt(OptOps.LOCAL, 0, 2)]])
+def test_matmul_local_opts(opts):
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal((8, 12)).astype(np.float32), rng.standard_normal((12, 6)).astype(np.float32)
+    spec = to_program(matmul_ast(8, 12, 6), RENDERER, opts)
+    threads = int(np.prod(spec.local_size))
+    assert threads == int(np.prod([o.amount for o in opts if o.op in (OptOps.LOCAL, OptOps.GROUP)] or [1]))
+    out, *_ = run(spec, np.zeros(48, np.float32), a, b)
+    np.testing.assert_allclose(out.reshape(8, 6), a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_thread_ids_and_launch_dims():
+    spec = to_program(matmul_ast(8, 4, 6), RENDERER, [Opt(OptOps.LOCAL, 1, 3)])
+    specials = {u.arg: u.src[0].arg for u in spec.uops if u.op is Ops.SPECIAL}
+    # the innermost output axis on x: 6 columns = 2 workgroups x 3 threads; the rows on y
+    assert specials == {"gidx0": 2, "gidx1": 8, "lidx0": 3}
+    assert spec.global_size == (2, 8, 1) and spec.local_size == (3, 1, 1)
+    assert not any(u.op is Ops.RANGE and u.arg[1] is AxisType.GLOBAL for u in spec.uops)
+
+
+def test_more_axes_than_dimensions_share_one():
+    shape = (2, 3, 4, 5)
+    x = np.arange(120, dtype=np.float32)
+    rngs = [UOp.range(n, i, AxisType.GLOBAL) for i, n in enumerate(shape)]
+    at = ((rngs[0] * 3 + rngs[1]) * 4 + rngs[2]) * 5 + rngs[3]
+    ast = UOp.sink(param(0, 120).index(at).store(param(1, 120).index(at).load() * 2.0).end(*rngs))
+    spec = to_program(ast, RENDERER, [])
+    assert spec.global_size == (5, 4, 6)  # the two outermost axes share z
+    out, _ = run(spec, np.zeros(120, np.float32), x)
+    np.testing.assert_array_equal(out, x * 2)
+
+
+def test_a_dimension_over_its_limit_moves_all_to_x():
+    class Small(type(RENDERER)):
+        global_max = (1000, 4, 4)
+
+    rngs = [UOp.range(10, 0, AxisType.GLOBAL), UOp.range(30, 1, AxisType.GLOBAL)]
+    at = rngs[0] * 30 + rngs[1]
+    ast = UOp.sink(param(0, 300).index(at).store(param(1, 300).index(at).load() + 1.0).end(*rngs))
+    spec = to_program(ast, Small(), [])
+    assert spec.global_size == (300, 1, 1)
+    x = np.arange(300, dtype=np.float32)
+    out, _ = run(spec, np.zeros(300, np.float32), x)
+    np.testing.assert_array_equal(out, x + 1)
+
+
+def test_gpu_opt_errors():
+    with pytest.raises(KernelOptError, match="LOCAL needs a GLOBAL axis whose size 6 the amount"):
+        to_program(matmul_ast(8, 4, 6), RENDERER, [Opt(OptOps.LOCAL, 1, 4)])
+    with pytest.raises(KernelOptError, match="GROUP needs a REDUCE axis"):
+        to_program(matmul_ast(8, 4, 6), RENDERER, [Opt(OptOps.GROUP, 0, 2)])
+    with pytest.raises(ValueError, match="threads in a workgroup"):
+        to_program(matmul_ast(64, 4, 64), RENDERER, [Opt(OptOps.LOCAL, 0, 64), Opt(OptOps.LOCAL, 0, 64)])
+
+
+def test_heuristic_groups_a_full_reduce_and_puts_outputs_on_threads():
+    opts = hand_coded_opts(reduce_ast((4096,), (0,)), RENDERER)
+    assert [o.op for o in opts] == [OptOps.GROUP] and opts[0].amount == 256
+    # the store's contiguous axis first (coalesced), 256 threads in all
+    assert hand_coded_opts(matmul_ast(64, 16, 64), RENDERER) == [Opt(OptOps.LOCAL, 1, 32), Opt(OptOps.LOCAL, 0, 8)]
+
+
+def test_barrier_reached_by_some_threads_is_an_error():
+    c4, c2, one = UOp.const(dtypes.index, 4), UOp.const(dtypes.index, 2), UOp.const(f32, 1.0)
+    lid = UOp(Ops.SPECIAL, dtypes.index, (c4,), "lidx0")
+    local = UOp(Ops.DEFINE_LOCAL, f32.ptr(4), (), 0)
+    idx = UOp(Ops.INDEX, local.dtype, (local, lid))
+    st = UOp(Ops.STORE, dtypes.void, (idx, one))
+    cond = UOp(Ops.CMPLT, dtypes.bool, (lid, c2))
+    iff = UOp(Ops.IF, dtypes.void, (cond,))
+    bar = UOp(Ops.BARRIER, dtypes.void, (st,))
+    endif = UOp(Ops.ENDIF, dtypes.void, (iff,))
+    uops = (c4, c2, one, lid, local, idx, st, cond, iff, bar, endif)
+    dev = Device["PYTHON"]
+    prg = dev.runtime("k", dev.compiler.compile(dev.renderer.render("k", uops)))
+    with pytest.raises(RuntimeError, match="2 of 4 threads wait at a barrier the others never reach"):
+        prg(global_size=(1, 1, 1), local_size=(4, 1, 1))
+
+
+def test_every_lane_of_a_group_sees_the_whole_sum():
+    # softmax-like: the grouped sum is used by every thread's own element afterwards (x / sum(x))
+    n = 64
+    r_out, r_red = UOp.range(n, 0, AxisType.GLOBAL), UOp.range(n, 1, AxisType.REDUCE)
+    total = UOp(Ops.REDUCE, f32, (param(1, n).index(r_red).load(), r_red), Ops.ADD)
+    ast = UOp.sink(param(0, n).index(r_out).store(param(1, n).index(r_out).load() / total).end(r_out))
+    x = np.random.default_rng(3).random(n).astype(np.float32) + 0.5
+    for opts in ([Opt(OptOps.GROUP, 1, 16)], [Opt(OptOps.GROUP, 1, 16), Opt(OptOps.LOCAL, 0, 4)]):
+        out, _ = run(to_program(ast, RENDERER, opts), np.zeros(n, np.float32), x)
+        np.testing.assert_allclose(out, x / x.sum(), rtol=1e-5)
+
+
+def test_products_of_local_axes_index_shared_memory_apart():
+    # two local output axes and a group: each (i, j) thread pair has its own slots
+    shape = (4, 3, 16)
+    x = np.random.default_rng(4).standard_normal(shape).astype(np.float32)
+    for opts in ([Opt(OptOps.LOCAL, 1, 3), Opt(OptOps.LOCAL, 0, 4)], [Opt(OptOps.LOCAL, 0, 4), Opt(OptOps.LOCAL, 0, 3)]):
+        spec = to_program(reduce_ast(shape, (2,)), RENDERER, [Opt(OptOps.GROUP, 2, 8), *opts])
+        out, _ = run(spec, np.zeros(12, np.float32), x)
+        np.testing.assert_allclose(out, x.sum(2).reshape(-1), rtol=1e-5, atol=1e-5)
