@@ -176,7 +176,8 @@ def test_products_of_local_axes_index_shared_memory_apart():
     # two local output axes and a group: each (i, j) thread pair has its own slots
     shape = (4, 3, 16)
     x = np.random.default_rng(4).standard_normal(shape).astype(np.float32)
-    for opts in ([Opt(OptOps.LOCAL, 1, 3), Opt(OptOps.LOCAL, 0, 4)], [Opt(OptOps.LOCAL, 0, 4), Opt(OptOps.LOCAL, 0, 3)]):
+    for opts in ([Opt(OptOps.LOCAL, 1, 3), Opt(OptOps.LOCAL, 0, 4)],
+                 [Opt(OptOps.LOCAL, 0, 4), Opt(OptOps.LOCAL, 0, 3)]):
         spec = to_program(reduce_ast(shape, (2,)), RENDERER, [Opt(OptOps.GROUP, 2, 8), *opts])
         out, _ = run(spec, np.zeros(12, np.float32), x)
         np.testing.assert_allclose(out, x.sum(2).reshape(-1), rtol=1e-5, atol=1e-5)

@@ -15,6 +15,7 @@ from ember.codegen.program import BufferArg, Estimates, Opt, OptOps, ProgramSpec
 from ember.codegen.renderer import Renderer  # noqa: E402
 from ember.codegen.search import beam_search  # noqa: E402
 
-__all__ = ["cached_program", "load_program", "CodegenPool", "CRenderer", "CUDARenderer", "GPURenderer", "HIPRenderer", "CStyleLanguage", "RenderContext",
+__all__ = ["cached_program", "load_program", "CodegenPool", "CRenderer",
+           "CUDARenderer", "GPURenderer", "HIPRenderer", "CStyleLanguage", "RenderContext",
            "base_rewrite", "linearize", "lower", "KernelOptError", "apply_opts", "hand_coded_opts", "kernel_ranges",
            "BufferArg", "Estimates", "Opt", "OptOps", "ProgramSpec", "Renderer", "beam_search", "to_program"]

@@ -123,8 +123,8 @@ _CUDA_PRELUDE = """#ifndef EMB_PRELUDE
 #define DEVICE static __device__ __forceinline__
 #define INFINITY __int_as_float(0x7f800000)
 #define NAN __int_as_float(0x7fffffff)
-""" + _COMMON + """DEVICE float emb_f16_to_f32(unsigned short x) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x));
-  return f; }
+""" + _COMMON + """DEVICE float emb_f16_to_f32(unsigned short x) { float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x)); return f; }
 DEVICE unsigned short emb_f32_to_f16(float f) { unsigned short x; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(x) : "f"(f));
   return x; }
 #endif
