@@ -92,8 +92,8 @@ def test_dispatch_ib_event_write_data():
     assert pm4.write_data(0x3000, 0xAA, 0xBB) == [0xC0043700, 0x100500, 0x3000, 0, 0xAA, 0xBB]
     words = pm4.dispatch_direct(8, 4, 2) + pm4.indirect_buffer(0x2000, 16) + pm4.event_write() + \
         pm4.write_data(0x3000, 0xAA)
-    assert pm4.decode(words) == [pm4.DispatchDirect(0, 5, 8, 4, 2, 5), pm4.IndirectBuffer(5, 4, 0x2000, 16, True, False),
-                                 pm4.EventWrite(9, 2, 7, 4, None),
+    assert pm4.decode(words) == [pm4.DispatchDirect(0, 5, 8, 4, 2, 5),
+                                 pm4.IndirectBuffer(5, 4, 0x2000, 16, True, False), pm4.EventWrite(9, 2, 7, 4, None),
                                  pm4.WriteData(11, 5, 5, False, True, 0, 0, 0x3000, (0xAA,))]
     with pytest.raises(ValueError, match="workgroups"):
         pm4.dispatch_direct(0)
