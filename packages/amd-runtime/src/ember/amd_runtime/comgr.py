@@ -244,6 +244,10 @@ class Comgr:
             names.append((name.value or b"").decode())
         return names
 
+    def supports(self, arch: str) -> bool:
+        """Whether `list_isas` names `arch` (its processor; Debian's comgr 2 of LLVM 15 predates gfx942)."""
+        return any(isa.split(":")[0] == f"amdgcn-amd-amdhsa--{arch.split(':')[0]}" for isa in self.list_isas())
+
 
 @functools.cache
 def _load(candidates: tuple[str, ...]) -> Comgr:
@@ -262,13 +266,13 @@ def load_comgr(path: str | None = None) -> Comgr:
     return _load((path,) if path else tuple(comgr_candidates()))
 
 
-def comgr_available() -> bool:
-    """Whether a libamd_comgr of a supported version loads."""
+def comgr_available(arch: str | None = None) -> bool:
+    """Whether a libamd_comgr of a supported version loads (and, given `arch`, compiles for it)."""
     try:
-        load_comgr()
+        lib = load_comgr()
+        return arch is None or lib.supports(arch)
     except (FileNotFoundError, RuntimeError):
         return False
-    return True
 
 
 class ComgrCompiler(Compiler):
@@ -293,13 +297,14 @@ class ComgrCompiler(Compiler):
 
 
 class HIPCompiler(Compiler):
-    """The AMD device's compiler: comgr when it loads, else clang/ld.lld (clang_compiler.ClangCompiler). The choice
-    and its version are part of the cache key (`backend` is the compiler doing the work)."""
+    """The AMD device's compiler: comgr when it loads and knows `arch`, else clang/ld.lld
+    (clang_compiler.ClangCompiler). The choice and its version are part of the cache key (`backend` is the compiler
+    doing the work)."""
 
     def __init__(self, arch: str):
         self.arch = arch
         self.backend: Compiler
-        if comgr_available():
+        if comgr_available(arch):
             self.backend = ComgrCompiler(arch)
         else:
             from ember.amd_runtime.clang_compiler import ClangCompiler
