@@ -1,0 +1,329 @@
+"""Whole HIP kernels compiled by clang-19 for gfx942, run on the wave64 interpreter, compared with NumPy."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ember.amd_runtime.elf import CodeObject, load_code_object
+from ember.amd_runtime.mock.isa import (
+    InstructionLimitExceeded,
+    KernelCode,
+    MemoryFault,
+    Program,
+    SparseMemory,
+    run_dispatch,
+)
+
+CLANG, LLD = shutil.which("clang-19"), shutil.which("ld.lld-19")
+pytestmark = pytest.mark.skipif(CLANG is None or LLD is None, reason="clang-19 and ld.lld-19 are needed to build "
+                                                                    "gfx942 code objects")
+BASE = 0x7F00_0000_0000
+
+PRELUDE = r"""
+#define G extern "C" __attribute__((global)) void __attribute__((amdgpu_flat_work_group_size(1,256)))
+#define TID __builtin_amdgcn_workitem_id_x()
+#define BID __builtin_amdgcn_workgroup_id_x()
+#define BAR __builtin_amdgcn_fence(__ATOMIC_RELEASE,"workgroup"); __builtin_amdgcn_s_barrier(); \
+  __builtin_amdgcn_fence(__ATOMIC_ACQUIRE,"workgroup");
+typedef _Float16 h4 __attribute__((ext_vector_type(4)));
+typedef float f4 __attribute__((ext_vector_type(4)));
+typedef short s4 __attribute__((ext_vector_type(4)));
+"""
+
+KERNELS = PRELUDE + r"""
+G add(float* c, const float* a, const float* b, int n) { int i = BID*256+TID; if (i < n) c[i] = a[i] + b[i]; }
+G mulf(float* c, const float* a, const float* b, int n) { int i = BID*256+TID; if (i < n) c[i] = a[i] * b[i]; }
+G fmaf_(float* c, const float* a, const float* b) { int i = BID*256+TID; c[i] = a[i]*b[i] + a[i]; }
+G trans(float* c, const float* a) { int i = BID*256+TID; float x = a[i];
+  c[4*i] = __builtin_exp2f(x); c[4*i+1] = __builtin_log2f(x);
+  c[4*i+2] = __builtin_sqrtf(x); c[4*i+3] = __builtin_sinf(x); }
+G fdiv(float* o, const float* a, const float* b) { int i = BID*256+TID; o[i] = a[i] / b[i]; }
+G idiv(int* c, const int* a, const int* b, unsigned* d) { int i = BID*256+TID;
+  c[2*i] = a[i] / b[i]; c[2*i+1] = a[i] % b[i]; d[i] = ((unsigned)a[i]) / ((unsigned)b[i] | 1u); }
+G casts(float* c, const int* a, const float* b, int* d, _Float16* h, unsigned char* u, long* l) { int i = BID*256+TID;
+  c[i] = (float)a[i] + __builtin_truncf(b[i]); d[i] = (int)b[i]; h[i] = (_Float16)b[i] * (_Float16)2.0f;
+  u[i] = (unsigned char)a[i]; l[i] = (long)a[i] * 3000000000L; }
+G half(_Float16* o, const _Float16* a, const _Float16* b) { int i = BID*256+TID; o[i] = a[i]*b[i] + (_Float16)1.0f; }
+G sel(int* o, const float* a, const int* b) { int i = BID*256+TID; float v = a[i]; int r = v > 0 ? (int)(v*7) : (int)-v;
+  r = r < 1000 ? r : 1000; o[i] = (r >> 3) ^ (b[i] & 0xff) ^ ((unsigned)b[i] >> 5); }
+G reduce(float* o, const float* a) { __attribute__((shared, aligned(16))) float sm[256]; int t = TID;
+  sm[t] = a[BID*256+t]; BAR
+  for (int s = 128; s > 0; s >>= 1) { if (t < s) sm[t] += sm[t+s]; BAR }
+  if (t == 0) o[BID] = sm[0]; }
+G matmul(float* c, const float* a, const float* b, int n) {
+  __attribute__((shared, aligned(16))) float as[16][16]; __attribute__((shared, aligned(16))) float bs[16][16];
+  int tx = TID, ty = __builtin_amdgcn_workitem_id_y();
+  int row = __builtin_amdgcn_workgroup_id_y()*16+ty, col = BID*16+tx; float acc = 0;
+  for (int k0 = 0; k0 < n; k0 += 16) { as[ty][tx] = a[row*n+k0+tx]; bs[ty][tx] = b[(k0+ty)*n+col]; BAR
+    for (int k = 0; k < 16; k++) acc += as[ty][k]*bs[k][tx]; BAR }
+  c[row*n+col] = acc; }
+G addr64(double* y, const double* x, long stride, long n, int* cnt) { long i = BID*256+TID; long j = i*stride;
+  if (j < n) y[j] = x[j]*3.0 + (double)i;
+  if (TID == 0) __hip_atomic_fetch_add(cnt, 1, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT); }
+G wavesum(int* o, const int* a) { int t = TID; int v = a[BID*256+t];
+  for (int s = 1; s < 64; s <<= 1) v += __builtin_amdgcn_ds_bpermute(((t ^ s) & 63) << 2, v);
+  o[BID*256+t] = v; }
+G loop(int* o, int n) { int s = 0; for (int i = 0; i < n; i++) { s = s*3 + i; if (s == 12345678) break; } o[TID] = s; }
+G fault(float* o) { o[TID + 0x100000] = 1.0f; }
+G mfma(float* d, const _Float16* a, const _Float16* b) { int l = TID; h4 av, bv;
+  for (int q = 0; q < 4; q++) { av[q] = a[(l%16)*16 + 4*(l/16)+q]; bv[q] = b[(4*(l/16)+q)*16 + l%16]; }
+  f4 c = {0,0,0,0}; c = __builtin_amdgcn_mfma_f32_16x16x16f16(av, bv, c, 0, 0, 0);
+  for (int q = 0; q < 4; q++) d[(4*(l/16)+q)*16 + l%16] = c[q]; }
+G mfmab(float* d, const short* a, const short* b) { int l = TID; s4 av, bv;
+  for (int q = 0; q < 4; q++) { av[q] = a[(l%16)*16 + 4*(l/16)+q]; bv[q] = b[(4*(l/16)+q)*16 + l%16]; }
+  f4 c = {1,1,1,1}; c = __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(av, bv, c, 0, 0, 0);
+  for (int q = 0; q < 4; q++) d[(4*(l/16)+q)*16 + l%16] = c[q]; }
+G minmax(float* o, const float* a, const float* b) { int i = BID*256+TID; float x = a[i], y = b[i];
+  o[3*i] = __builtin_fmaxf(x, y); o[3*i+1] = __builtin_fminf(x, y); o[3*i+2] = __builtin_floorf(x * 10.0f); }
+"""
+
+
+def build(src: str, cache: Path) -> CodeObject:
+    """Compile HIP source for gfx942 (cached by source hash in the session's tmp dir)."""
+    key = hashlib.sha256(src.encode()).hexdigest()[:16]
+    out = cache / f"{key}.hsaco"
+    if not out.exists():
+        hip, obj = cache / f"{key}.hip", cache / f"{key}.o"
+        hip.write_text(src)
+        subprocess.run([CLANG, "-x", "hip", "--offload-arch=gfx942", "--cuda-device-only", "--no-gpu-bundle-output",
+                        "-nogpulib", "-nogpuinc", "-O3", "-c", str(hip), "-o", str(obj)], check=True)
+        if obj.read_bytes()[16] == 3:  # clang already linked a shared object
+            shutil.copy(obj, out)
+        else:
+            subprocess.run([LLD, "-shared", str(obj), "-o", str(out)], check=True)
+    return load_code_object(out.read_bytes(), arch="gfx942")
+
+
+@pytest.fixture(scope="session")
+def code(tmp_path_factory: pytest.TempPathFactory) -> CodeObject:
+    return build(KERNELS, tmp_path_factory.mktemp("isa_kernels"))
+
+
+class Gpu:
+    """A sparse memory with the code object loaded, buffers and a launcher."""
+
+    def __init__(self, code: CodeObject):
+        self.code = code
+        self.mem = SparseMemory()
+        self.program = Program.from_code_object(code, BASE)
+
+    def buf(self, values: np.ndarray) -> int:
+        addr = self.mem.alloc(max(values.nbytes, 4))
+        self.mem.write_array(addr, values)
+        return addr
+
+    def empty(self, n: int, dtype: type) -> int:
+        return self.mem.alloc(max(n * np.dtype(dtype).itemsize, 4))
+
+    def read(self, addr: int, dtype: type, n: int) -> np.ndarray:
+        return self.mem.read_array(addr, dtype, n)
+
+    def run(self, name: str, *args: int | np.generic, grid: tuple[int, ...], block: tuple[int, ...] = (256,),
+            **kw: object) -> object:
+        blob = b""
+        for a in args:
+            v = np.uint64(a) if isinstance(a, int) else a  # plain ints are pointers
+            blob += bytes(-len(blob) % v.nbytes) + v.tobytes()
+        kernarg = self.buf(np.frombuffer(blob + bytes(8), np.uint8))
+        return run_dispatch(self.program, KernelCode.from_code_object(self.code, name, BASE), memory=self.mem,
+                            kernarg_addr=kernarg, grid=grid, workgroup_size=block, **kw)
+
+
+def fma32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    return (a.astype(np.float64) * b + c).astype(np.float32)
+
+
+def ulps(x: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    """Distance in f32 units in the last place."""
+    xi, ri = x.view(np.int32).astype(np.int64), ref.view(np.int32).astype(np.int64)
+    xi = np.where(xi < 0, -(xi & 0x7FFFFFFF), xi)
+    ri = np.where(ri < 0, -(ri & 0x7FFFFFFF), ri)
+    return np.abs(xi - ri)
+
+
+rng = np.random.default_rng(0)
+
+
+def test_add_mul_partial_grid(code: CodeObject) -> None:
+    gpu = Gpu(code)
+    n = 1000
+    a, b = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    pa, pb, pc = gpu.buf(a), gpu.buf(b), gpu.empty(n, np.float32)
+    gpu.run("add", pc, pa, pb, np.int32(n), grid=(n,))  # 4 workgroups, the last one partial
+    np.testing.assert_array_equal(gpu.read(pc, np.float32, n), a + b)
+    gpu.run("mulf", pc, pa, pb, np.int32(n), grid=(1024,))
+    np.testing.assert_array_equal(gpu.read(pc, np.float32, n), a * b)
+    gpu.run("fmaf_", pc, pa, pb, grid=(n,))
+    np.testing.assert_array_equal(gpu.read(pc, np.float32, n), fma32(a, b, a))
+
+
+def test_transcendentals_within_ulps(code: CodeObject) -> None:
+    gpu = Gpu(code)
+    n = 512
+    x = np.concatenate([rng.uniform(0.001, 20, n - 4), [1e-30, 1.0, 4.0, 100.0]]).astype(np.float32)
+    px, po = gpu.buf(x), gpu.empty(4 * n, np.float32)
+    gpu.run("trans", po, px, grid=(n,))
+    out = gpu.read(po, np.float32, 4 * n).reshape(n, 4)
+    x64 = x.astype(np.float64)
+    for col, ref, tol in ((0, np.exp2(x64), 2), (1, np.log2(x64), 2), (2, np.sqrt(x64), 1)):
+        assert ulps(out[:, col], ref.astype(np.float32)).max() <= tol, col
+    # llvm.sin lowers to v_sin_f32(x * 1/(2 pi)): the f32 product's rounding dominates (as on the hardware)
+    np.testing.assert_allclose(out[:, 3], np.sin(x64), rtol=0, atol=4e-6)
+
+
+def test_float_division(code: CodeObject) -> None:
+    gpu = Gpu(code)
+    n = 256
+    a = rng.standard_normal(n).astype(np.float32) * 1e3
+    b = rng.standard_normal(n).astype(np.float32)
+    b[:3] = [0.0, np.inf, -2.0]
+    a[3] = 0.0
+    pa, pb, po = gpu.buf(a), gpu.buf(b), gpu.empty(n, np.float32)
+    gpu.run("fdiv", po, pa, pb, grid=(n,))
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(gpu.read(po, np.float32, n), a / b)
+
+
+def test_integer_division_and_modulo(code: CodeObject) -> None:
+    gpu = Gpu(code)
+    n = 512
+    a = rng.integers(-2**31, 2**31, n, dtype=np.int64).astype(np.int32)
+    b = rng.integers(-1000, 1000, n).astype(np.int32)
+    b[b == 0] = 7
+    b[:4] = [1, -1, 2**31 - 1, 3]
+    a[:4] = [5, 2**31 - 1, -2**31, -7]
+    pa, pb, pc, pd = gpu.buf(a), gpu.buf(b), gpu.empty(2 * n, np.int32), gpu.empty(n, np.uint32)
+    gpu.run("idiv", pc, pa, pb, pd, grid=(n,))
+    c = gpu.read(pc, np.int32, 2 * n).reshape(n, 2)
+    q = np.trunc(a.astype(np.float64) / b).astype(np.int64)
+    np.testing.assert_array_equal(c[:, 0], q.astype(np.int32))
+    np.testing.assert_array_equal(c[:, 1], (a - q * b).astype(np.int32))
+    np.testing.assert_array_equal(gpu.read(pd, np.uint32, n), a.view(np.uint32) // (b.view(np.uint32) | 1))
+
+
+def test_casts_and_half(code: CodeObject) -> None:
+    gpu = Gpu(code)
+    n = 256
+    a = rng.integers(-100000, 100000, n).astype(np.int32)
+    b = (rng.standard_normal(n) * 1000).astype(np.float32)
+    b[:3] = [np.nan, 3e9, -3e9]
+    pc, pd, ph = gpu.empty(n, np.float32), gpu.empty(n, np.int32), gpu.empty(n, np.float16)
+    pu, pl = gpu.empty(n, np.uint8), gpu.empty(n, np.int64)
+    gpu.run("casts", pc, gpu.buf(a), gpu.buf(b), pd, ph, pu, pl, grid=(n,))
+    np.testing.assert_array_equal(gpu.read(pc, np.float32, n), a.astype(np.float32) + np.trunc(b))
+    np.testing.assert_array_equal(gpu.read(pd, np.int32, n)[3:], b[3:].astype(np.int32))
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(gpu.read(ph, np.float16, n)[3:], b[3:].astype(np.float16) * np.float16(2))
+    np.testing.assert_array_equal(gpu.read(pu, np.uint8, n), a.astype(np.uint8))
+    np.testing.assert_array_equal(gpu.read(pl, np.int64, n), a.astype(np.int64) * 3000000000)
+    x, y = rng.standard_normal(n).astype(np.float16), rng.standard_normal(n).astype(np.float16)
+    po = gpu.empty(n, np.float16)
+    gpu.run("half", po, gpu.buf(x), gpu.buf(y), grid=(n,))
+    ref = (x.astype(np.float64) * y + 1).astype(np.float16)  # v_fma_f16: one rounding
+    np.testing.assert_array_equal(gpu.read(po, np.float16, n), ref)
+
+
+def test_select_min_and_bit_ops(code: CodeObject) -> None:
+    gpu = Gpu(code)
+    n = 256
+    a = (rng.standard_normal(n) * 300).astype(np.float32)
+    b = rng.integers(-2**31, 2**31, n, dtype=np.int64).astype(np.int32)
+    po = gpu.empty(n, np.int32)
+    gpu.run("sel", po, gpu.buf(a), gpu.buf(b), grid=(n,))
+    r = np.where(a > 0, (a * np.float32(7)).astype(np.int32), (-a).astype(np.int32))
+    r = np.minimum(r, 1000)
+    ref = (r >> 3) ^ (b & 0xFF) ^ (b.view(np.uint32) >> 5).view(np.int32)
+    np.testing.assert_array_equal(gpu.read(po, np.int32, n), ref)
+    x, y = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    x[:2], y[:2] = [np.nan, 1.0], [2.0, np.nan]
+    po = gpu.empty(3 * n, np.float32)
+    gpu.run("minmax", po, gpu.buf(x), gpu.buf(y), grid=(n,))
+    out = gpu.read(po, np.float32, 3 * n).reshape(n, 3)
+    np.testing.assert_array_equal(out[:, 0], np.fmax(x, y))
+    np.testing.assert_array_equal(out[:, 1], np.fmin(x, y))
+    np.testing.assert_array_equal(out[:, 2], np.floor(x * np.float32(10)))
+
+
+def test_reduce_with_lds_and_barriers(code: CodeObject) -> None:
+    gpu = Gpu(code)
+    groups = 4
+    a = rng.integers(-1000, 1000, 256 * groups).astype(np.float32)  # exact sums in any order
+    po = gpu.empty(groups, np.float32)
+    stats = gpu.run("reduce", po, gpu.buf(a), grid=(256 * groups,))
+    np.testing.assert_array_equal(gpu.read(po, np.float32, groups), a.reshape(groups, 256).sum(axis=1))
+    assert stats.waves == 4 * groups
+
+
+def test_tiled_matmul_with_lds(code: CodeObject) -> None:
+    gpu = Gpu(code)
+    n = 32
+    a = rng.integers(-8, 8, (n, n)).astype(np.float32)
+    b = rng.integers(-8, 8, (n, n)).astype(np.float32)
+    pc = gpu.empty(n * n, np.float32)
+    gpu.run("matmul", pc, gpu.buf(a), gpu.buf(b), np.int32(n), grid=(n, n), block=(16, 16))
+    np.testing.assert_array_equal(gpu.read(pc, np.float32, n * n).reshape(n, n), a @ b)
+
+
+def test_64bit_addressing_and_atomic(code: CodeObject) -> None:
+    gpu = Gpu(code)
+    stride, groups = 3, 2
+    n = 256 * groups * stride
+    x = rng.standard_normal(n)
+    py, pcnt = gpu.buf(np.zeros(n)), gpu.buf(np.zeros(1, np.int32))
+    gpu.run("addr64", py, gpu.buf(x), np.int64(stride), np.int64(n - 5), pcnt, grid=(256 * groups,))
+    y = gpu.read(py, np.float64, n)
+    j = np.arange(256 * groups) * stride
+    keep = j < n - 5
+    ref = [float(Fraction(v) * 3 + i) for v, i in zip(x[j[keep]], np.arange(256 * groups)[keep])]  # one rounding
+    np.testing.assert_array_equal(y[j[keep]], ref)
+    assert gpu.read(pcnt, np.int32, 1)[0] == groups  # thread 0 of each workgroup
+
+
+def test_wave_butterfly_with_bpermute(code: CodeObject) -> None:
+    gpu = Gpu(code)
+    a = rng.integers(-1000, 1000, 256).astype(np.int32)
+    po = gpu.empty(256, np.int32)
+    gpu.run("wavesum", po, gpu.buf(a), grid=(256,))
+    np.testing.assert_array_equal(gpu.read(po, np.int32, 256), np.repeat(a.reshape(4, 64).sum(axis=1), 64))
+
+
+def test_mfma_16x16x16_f16_and_bf16(code: CodeObject) -> None:
+    gpu = Gpu(code)
+    a = rng.integers(-4, 4, (16, 16)).astype(np.float16)
+    b = rng.integers(-4, 4, (16, 16)).astype(np.float16)
+    pd = gpu.empty(256, np.float32)
+    gpu.run("mfma", pd, gpu.buf(a), gpu.buf(b), grid=(64,), block=(64,))
+    np.testing.assert_array_equal(gpu.read(pd, np.float32, 256).reshape(16, 16),
+                                  a.astype(np.float32) @ b.astype(np.float32))
+    af, bf = a.astype(np.float32), b.astype(np.float32)
+    abf, bbf = (af.view(np.uint32) >> 16).astype(np.uint16), (bf.view(np.uint32) >> 16).astype(np.uint16)
+    gpu.run("mfmab", pd, gpu.buf(abf), gpu.buf(bbf), grid=(64,), block=(64,))
+    np.testing.assert_array_equal(gpu.read(pd, np.float32, 256).reshape(16, 16), af @ bf + 1)
+
+
+def test_fault_reports_address_and_pc(code: CodeObject) -> None:
+    gpu = Gpu(code)
+    po = gpu.empty(64, np.float32)
+    with pytest.raises(MemoryFault, match=f"write of 4 bytes at address {po + 4 * 0x100000:#x}") as info:
+        gpu.run("fault", po, grid=(64,), block=(64,))
+    assert info.value.address == po + 4 * 0x100000 and info.value.write
+    assert info.value.pc is not None and "global_store_dword" in (info.value.instruction or "")
+
+
+def test_runaway_loop_hits_the_cap(code: CodeObject) -> None:
+    gpu = Gpu(code)
+    po = gpu.empty(64, np.int32)
+    gpu.run("loop", po, np.int32(10), grid=(64,), block=(64,))
+    s = 0
+    for i in range(10):
+        s = (s * 3 + i) & 0xFFFFFFFF
+    assert gpu.read(po, np.int32, 1)[0] == np.uint32(s).view(np.int32)
+    with pytest.raises(InstructionLimitExceeded, match="without reaching s_endpgm"):
+        gpu.run("loop", po, np.int32(2**30), grid=(64,), block=(64,), max_instructions_per_wave=20_000)
