@@ -51,7 +51,10 @@ part env 30 bash -c '
   nvidia-smi; echo; "$0" --version; "$0" -m pip list 2>/dev/null | grep -i -E "^(torch|numpy|pytest|nvidia-cuda-nvrtc|hypothesis) "
   echo "CUDA_DRIVER_PATH=${CUDA_DRIVER_PATH:-}"; ls /usr/local/cuda/lib64/libnvrtc* 2>/dev/null
   "$0" -c "
-import torch; print(\"torch\", torch.__version__, torch.version.cuda, torch.cuda.get_device_name(0))
+try:
+    import torch; print(\"torch\", torch.__version__, torch.version.cuda, torch.cuda.get_device_name(0))
+except Exception as e:
+    print(\"torch on the GPU:\", type(e).__name__, e)
 from ember.runtime import Device
 from ember.cuda_runtime import load_nvrtc
 dev = Device[\"CUDA\"]; ctx = dev.context
@@ -72,8 +75,9 @@ if "$PY" -c "import pytest_timeout" 2>/dev/null; then PER_TEST="--timeout=60"; f
 # shellcheck disable=SC2086
 part tensor 180 env DEV=CUDA "$PY" -m pytest packages/tensor/tests -q -p no:cacheprovider $XDIST $PER_TEST
 
-# 50 optimizer steps (200 samples of batch 4), evaluated at 25 and 50
-part train 100 "$PY" -m ember.mlperf_llama train --device CUDA --preset tiny --batch-size 4 --train-samples 200 \
+# 50 optimizer steps (200 samples of batch 4), evaluated at 25 and 50; DEV too: with --device alone the trainer
+# mixes devices ("tensors are on different devices: CUDA and CPU", seen with CPU:1 as well)
+part train 100 env DEV=CUDA "$PY" -m ember.mlperf_llama train --device CUDA --preset tiny --batch-size 4 --train-samples 200 \
   --eval-every 100 --eval-samples 8 --no-progress --peak-flops 989e12 --cache-dir /tmp/ember-llama-cache
 
 part bench 100 "$PY" tools/bench/bench_cuda.py --reps 5 --device CUDA
