@@ -181,6 +181,23 @@ def test_descriptor_values(built):
 
 
 @needs_clang
+def test_metadata_note(built):
+    co = load_code_object((built / "k.hsaco").read_bytes(), arch="gfx942")
+    for k in co.kernels.values():
+        m, d = k.metadata, k.descriptor
+        assert m is not None and (m.name, m.symbol, m.wavefront_size) == (k.name, f"{k.name}.kd", 64)
+        assert (m.kernarg_segment_size, m.group_segment_fixed_size, m.private_segment_fixed_size) == \
+            (d.kernarg_size, d.group_segment_fixed_size, d.private_segment_fixed_size)
+        assert m.vgpr_count <= d.vgpr_count("gfx942") and m.sgpr_count <= d.sgpr_count and m.hidden_args == ()
+    fancy = co.kernels["fancy"].metadata
+    assert [(a.offset, a.size, a.value_kind, a.address_space) for a in fancy.args] == \
+        [(0, 8, "global_buffer", "global"), (8, 8, "global_buffer", "global"), (16, 4, "by_value", None),
+         (24, 8, "by_value", None)]
+    assert fancy.max_flat_workgroup_size == 256 and fancy.kernarg_segment_align == 8
+    assert load_code_object(_tiny()[0]).kernels["k0"].metadata is None  # no note
+
+
+@needs_clang
 def test_relative_relocations(built):
     co = load_code_object((built / "rel.hsaco").read_bytes(), arch="gfx942")
     assert list(co.kernels) == ["pick"]

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from ember.amd_runtime import aql
-from ember.amd_runtime.elf import KernelDescriptor, load_code_object
+from ember.amd_runtime.elf import KernelArg, KernelDescriptor, KernelMetadata, load_code_object
 from ember.amd_runtime.kernargs import HIDDEN_ARGS_SIZE_V5, kernarg_layout
 
 CLANG, READELF = shutil.which("clang-19"), shutil.which("llvm-readelf-19")
@@ -68,7 +68,10 @@ extern "C" __attribute__((global)) void hid(float* a, char c, double d) {
     subprocess.run([CLANG, "-x", "hip", "--offload-arch=gfx942", "--cuda-device-only", "--no-gpu-bundle-output",
                     "-nogpulib", "-nogpuinc", "-O3", "-c", "h.hip", "-o", "h.hsaco"], cwd=tmp_path, check=True)
     co = load_code_object((tmp_path / "h.hsaco").read_bytes(), "gfx942")
-    layout = kernarg_layout(1, "bd", co.kernel("hid").descriptor)
+    k = co.kernel("hid")
+    layout = kernarg_layout(1, "bd", k.descriptor, metadata=k.metadata)
+    with pytest.raises(ValueError, match=r"places its arguments at \(offset, size\) \[\(0, 8\), \(8, 4\)"):
+        kernarg_layout(1, "id", k.descriptor, metadata=k.metadata)
     notes = subprocess.run([READELF, "--notes", "h.hsaco"], cwd=tmp_path, capture_output=True, text=True).stdout
     offsets = {kind: int(off) for off, kind in re.findall(r"\.offset:\s+(\d+)\n\s+\.size:\s+\d+\n\s+"
                                                             r"\.value_kind:\s+(\w+)", notes)}
@@ -79,6 +82,20 @@ extern "C" __attribute__((global)) void hid(float* a, char c, double d) {
             "hidden_grid_dims": ("H", 3)}
     for kind, (fmt, value) in want.items():
         assert struct.unpack_from("<" + fmt, blob, offsets[kind]) == (value,), kind
+
+
+def test_metadata_hidden_args_we_cannot_provide():
+    hostcall = KernelMetadata("k", "k.kd", 24 + 256, 8, 0, 0, 64, 8, 4, 0, 1024,
+                              (KernelArg(0, 8, "global_buffer", "global"), KernelArg(8, 4, "by_value"),
+                               KernelArg(16, 4, "hidden_block_count_x"), KernelArg(96, 8, "hidden_hostcall_buffer")))
+    with pytest.raises(NotImplementedError, match=r"needs the hidden arguments \['hidden_hostcall_buffer'\]"):
+        kernarg_layout(1, "i", KernelDescriptor(kernarg_size=16 + 256), metadata=hostcall)
+    misplaced = KernelMetadata("k", "k.kd", 16 + 256, 8, 0, 0, 64, 8, 4, 0, 1024,
+                               (KernelArg(0, 8, "global_buffer", "global"), KernelArg(8, 4, "by_value"),
+                                KernelArg(24, 4, "hidden_block_count_x")))
+    with pytest.raises(ValueError, match="hidden_block_count_x is at offset 24 in the metadata, not at the code "
+                                         "object v5 place 16"):
+        kernarg_layout(1, "i", KernelDescriptor(kernarg_size=16 + 256), metadata=misplaced)
 
 
 def test_dispatch_packet_tail():

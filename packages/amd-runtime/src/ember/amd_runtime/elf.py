@@ -7,6 +7,8 @@ PT_LOAD segments; a relocatable, ET_REL, section after section at each one's ali
 that do not depend on where the image is loaded (PC-relative: REL32*, REL64) and keeps the others (ABS*, RELATIVE64)
 for `CodeObject.relocated(base)`. Each kernel is found by its `<name>.kd` symbol; its descriptor is decoded into a
 `KernelDescriptor` and its first instruction is at `descriptor offset + kernel_code_entry_byte_offset` in the image.
+The NT_AMDGPU_METADATA note (msgpack), when there is one, gives each kernel's `KernelMetadata` (register counts,
+the argument list with the hidden arguments).
 
     co = load_code_object(Path("k.hsaco").read_bytes(), arch="gfx942")
     k = co.kernels["add"]            # Kernel(name, descriptor, descriptor_offset, entry_offset)
@@ -389,15 +391,52 @@ class Relocation:
 
 
 @dataclass(frozen=True)
+class KernelArg:
+    """One kernel argument of the code object metadata (`.args`): its byte offset and size in the kernarg segment,
+    its `value_kind` (global_buffer, by_value, hidden_block_count_x, ...) and, for pointers, the address space."""
+
+    offset: int
+    size: int
+    value_kind: str
+    address_space: str | None = None
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class KernelMetadata:
+    """A kernel's entry of the NT_AMDGPU_METADATA note (code object v3+ msgpack `amdhsa.kernels`): what the compiler
+    says about the kernel besides its descriptor (register counts, the argument list with the hidden arguments)."""
+
+    name: str
+    symbol: str
+    kernarg_segment_size: int
+    kernarg_segment_align: int
+    group_segment_fixed_size: int
+    private_segment_fixed_size: int
+    wavefront_size: int
+    sgpr_count: int
+    vgpr_count: int
+    agpr_count: int
+    max_flat_workgroup_size: int
+    args: tuple[KernelArg, ...]
+
+    @property
+    def hidden_args(self) -> tuple[KernelArg, ...]:
+        """The implicit arguments (value kinds hidden_*) the compiler placed after the explicit ones."""
+        return tuple(a for a in self.args if a.value_kind.startswith("hidden_"))
+
+
+@dataclass(frozen=True)
 class Kernel:
     """A kernel of a code object: its descriptor, where the descriptor lies in the image (the AQL kernel_object is
-    image base + descriptor_offset) and where its first instruction is (COMPUTE_PGM_LO/HI from image base +
-    entry_offset)."""
+    image base + descriptor_offset), where its first instruction is (COMPUTE_PGM_LO/HI from image base +
+    entry_offset), and its metadata when the code object has the note (None otherwise)."""
 
     name: str
     descriptor: KernelDescriptor
     descriptor_offset: int
     entry_offset: int
+    metadata: KernelMetadata | None = None
 
 
 @dataclass(frozen=True)
@@ -615,6 +654,95 @@ def _relocate(elf: _Reader, image: bytearray, addrs: dict[int, int]) -> tuple[Re
     return tuple(pending)
 
 
+def _msgpack(data: bytes, pos: int = 0) -> tuple[object, int]:
+    """One msgpack value at `data[pos]` and the position after it (the subset the AMDGPU metadata uses: maps,
+    arrays, strings, binary, ints, bools, nil, floats)."""
+    b = data[pos]
+    pos += 1
+    if b <= 0x7F:
+        return b, pos
+    if b >= 0xE0:
+        return b - 0x100, pos
+    if 0x80 <= b <= 0x8F or b in (0xDE, 0xDF):
+        n, pos = (b & 0x0F, pos) if b <= 0x8F else _msgpack_len(data, pos, 2 if b == 0xDE else 4)
+        out: dict[object, object] = {}
+        for _ in range(n):
+            key, pos = _msgpack(data, pos)
+            out[key], pos = _msgpack(data, pos)
+        return out, pos
+    if 0x90 <= b <= 0x9F or b in (0xDC, 0xDD):
+        n, pos = (b & 0x0F, pos) if b <= 0x9F else _msgpack_len(data, pos, 2 if b == 0xDC else 4)
+        items = []
+        for _ in range(n):
+            item, pos = _msgpack(data, pos)
+            items.append(item)
+        return items, pos
+    if 0xA0 <= b <= 0xBF or b in (0xD9, 0xDA, 0xDB, 0xC4, 0xC5, 0xC6):
+        width = {0xD9: 1, 0xDA: 2, 0xDB: 4, 0xC4: 1, 0xC5: 2, 0xC6: 4}.get(b, 0)
+        n, pos = (b & 0x1F, pos) if not width else _msgpack_len(data, pos, width)
+        raw = data[pos:pos + n]
+        return (raw if b in (0xC4, 0xC5, 0xC6) else raw.decode(errors="replace")), pos + n
+    fixed = {0xC0: (0, None), 0xC2: (0, False), 0xC3: (0, True), 0xCC: (1, "<B"), 0xCD: (2, ">H"), 0xCE: (4, ">I"),
+             0xCF: (8, ">Q"), 0xD0: (1, ">b"), 0xD1: (2, ">h"), 0xD2: (4, ">i"), 0xD3: (8, ">q"), 0xCA: (4, ">f"),
+             0xCB: (8, ">d")}
+    if b not in fixed:
+        raise ValueError(f"code object metadata: msgpack type {b:#04x} at byte {pos - 1} is not supported")
+    width, fmt = fixed[b]
+    if not isinstance(fmt, str):
+        return fmt, pos
+    return struct.unpack_from(fmt, data, pos)[0], pos + width
+
+
+def _msgpack_len(data: bytes, pos: int, width: int) -> tuple[int, int]:
+    return int.from_bytes(data[pos:pos + width], "big"), pos + width
+
+
+NT_AMDGPU_METADATA = 32
+SHT_NOTE = 7
+
+
+def _metadata(elf: _Reader) -> dict[str, KernelMetadata]:
+    """The kernels' metadata from the AMDGPU NT_AMDGPU_METADATA note, by kernel name ({} without the note)."""
+    out: dict[str, KernelMetadata] = {}
+    for sec in elf.sections:
+        if sec.type != SHT_NOTE:
+            continue
+        data, pos = elf.data(sec), 0
+        while pos + 12 <= len(data):
+            namesz, descsz, ntype = struct.unpack_from("<III", data, pos)
+            name = data[pos + 12:pos + 12 + namesz].rstrip(b"\0")
+            desc_at = pos + 12 + _align(namesz, 4)
+            desc = data[desc_at:desc_at + descsz]
+            pos = desc_at + _align(descsz, 4)
+            if name != b"AMDGPU" or ntype != NT_AMDGPU_METADATA:
+                continue
+            try:
+                root, _ = _msgpack(desc)
+            except (IndexError, struct.error) as e:
+                raise ValueError(f"code object: the AMDGPU metadata note is truncated ({e})") from None
+            kernels = root.get("amdhsa.kernels", []) if isinstance(root, dict) else []
+            for k in kernels if isinstance(kernels, list) else []:
+                if isinstance(k, dict) and isinstance(k.get(".name"), str):
+                    out[k[".name"]] = _kernel_metadata(k)
+    return out
+
+
+def _kernel_metadata(k: dict[object, object]) -> KernelMetadata:
+    def num(key: str) -> int:
+        v = k.get(key, 0)
+        return v if isinstance(v, int) else 0
+
+    args = []
+    for a in k.get(".args", []) or []:  # type: ignore[union-attr]
+        if isinstance(a, dict):
+            args.append(KernelArg(int(a.get(".offset", 0)), int(a.get(".size", 0)), str(a.get(".value_kind", "")),
+                                  a.get(".address_space"), a.get(".name")))
+    return KernelMetadata(str(k[".name"]), str(k.get(".symbol", "")), num(".kernarg_segment_size"),
+                          num(".kernarg_segment_align"), num(".group_segment_fixed_size"),
+                          num(".private_segment_fixed_size"), num(".wavefront_size"), num(".sgpr_count"),
+                          num(".vgpr_count"), num(".agpr_count"), num(".max_flat_workgroup_size"), tuple(args))
+
+
 def load_code_object(blob: bytes, arch: str | None = None) -> CodeObject:
     """Parse and lay out an AMDGPU code object (see the module docstring). `arch` ("gfx942", "gfx950"), when given,
     must match the code object's mach. A bad file, machine, ABI, arch or descriptor raises ValueError."""
@@ -624,6 +752,7 @@ def load_code_object(blob: bytes, arch: str | None = None) -> CodeObject:
     image, addrs = _layout(elf)
     symbols = _symbols(elf, addrs)
     relocations = _relocate(elf, image, addrs)
+    metadata = _metadata(elf)
     kernels: dict[str, Kernel] = {}
     for sym in symbols:
         if not sym.name.endswith(".kd") or sym.section == SHN_UNDEF:
@@ -637,7 +766,7 @@ def load_code_object(blob: bytes, arch: str | None = None) -> CodeObject:
         if entry % CODE_ALIGN or not 0 <= entry < len(image):
             raise ValueError(f"code object: kernel {name} starts at {entry:#x}, which is not a {CODE_ALIGN}-byte "
                              f"aligned address inside the image ({len(image):#x} bytes)")
-        kernels[name] = Kernel(name, desc, sym.value, entry)
+        kernels[name] = Kernel(name, desc, sym.value, entry, metadata.get(name))
     text = next((s for s in elf.sections if s.name == ".text"), None)
     text_offset = (addrs.get(text.index, text.addr) if text is not None else 0)
     return CodeObject(co_arch, version, elf.e_flags, bytes(image), text_offset, text.size if text else 0,

@@ -20,7 +20,8 @@ arguments). The kernel descriptor's `kernarg_size` says what else the kernel rea
 
 The block is allocated at KERNARG_ALIGN (16) bytes, the alignment the HSA ABI gives the kernarg segment.
 
-    layout = kernarg_layout(n_buffers=2, scalars="i", descriptor=co.kernel("add").descriptor)
+    k = co.kernel("add")
+    layout = kernarg_layout(n_buffers=2, scalars="i", descriptor=k.descriptor, metadata=k.metadata)
     blob = layout.pack([out_va, in_va], [n], global_size=(4, 1, 1), local_size=(64, 1, 1))
 """
 
@@ -31,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ember.amd_runtime import aql
-from ember.amd_runtime.elf import KernelDescriptor
+from ember.amd_runtime.elf import KernelDescriptor, KernelMetadata
 
 KERNARG_ALIGN = 16
 POINTER_SIZE = 8
@@ -43,6 +44,13 @@ HIDDEN_BLOCK_COUNT, HIDDEN_GROUP_SIZE, HIDDEN_REMAINDER = 0, 12, 18
 HIDDEN_GLOBAL_OFFSET, HIDDEN_GRID_DIMS = 40, 64
 HIDDEN_HOSTCALL_PTR, HIDDEN_MULTIGRID_SYNC, HIDDEN_HEAP_PTR, HIDDEN_DEFAULT_QUEUE = 80, 88, 96, 104
 HIDDEN_COMPLETION_ACTION, HIDDEN_PRIVATE_BASE, HIDDEN_SHARED_BASE, HIDDEN_QUEUE_PTR = 112, 192, 196, 200
+
+# the hidden arguments `pack` fills (their code object v5 offsets: `_HIDDEN_V5`), and those it may leave 0
+_HIDDEN_V5 = {f"hidden_{kind}_{axis}": base + i * step
+              for kind, base, step in (("block_count", HIDDEN_BLOCK_COUNT, 4), ("group_size", HIDDEN_GROUP_SIZE, 2),
+                                       ("remainder", HIDDEN_REMAINDER, 2), ("global_offset", HIDDEN_GLOBAL_OFFSET, 8))
+              for i, axis in enumerate("xyz")} | {"hidden_grid_dims": HIDDEN_GRID_DIMS}
+_HIDDEN_ZERO_OK = frozenset({"hidden_none", "hidden_dynamic_lds_size"})
 
 # struct format codes of the scalars a kernel may take (int vars are "i", int32)
 SCALAR_FORMATS = "bBhHiIqQefd"
@@ -117,10 +125,12 @@ def _dims(name: str, size: Sequence[int]) -> tuple[int, int, int]:
 
 
 def kernarg_layout(n_buffers: int, scalars: str = "", descriptor: KernelDescriptor | None = None,
-                   code_object_version: int = 5) -> KernargLayout:
+                   code_object_version: int = 5, metadata: KernelMetadata | None = None) -> KernargLayout:
     """The layout for a kernel taking `n_buffers` pointers then one scalar per format code in `scalars` ("i" an
     int32 var, "q" int64, "f" float, ...), checked against `descriptor.kernarg_size` when a descriptor is given
-    (a signature that does not match the kernel raises ValueError)."""
+    and against the argument list of the code object's `metadata` when given (a signature that does not match the
+    kernel raises ValueError; hidden arguments this runtime cannot provide, e.g. printf's hostcall buffer, raise
+    NotImplementedError)."""
     if n_buffers < 0:
         raise ValueError(f"kernargs: n_buffers {n_buffers} < 0")
     if bad := [c for c in scalars if c not in SCALAR_FORMATS]:
@@ -150,6 +160,26 @@ def kernarg_layout(n_buffers: int, scalars: str = "", descriptor: KernelDescript
             hidden = hidden_start
         if descriptor.enable_sgpr_dispatch_ptr:
             packet = _round_up(size, DISPATCH_PACKET_ALIGN)
+    if metadata is not None:
+        _check_metadata(metadata, buffer_offsets, scalar_offsets, scalars, hidden)
     end = packet + aql.PACKET_SIZE if packet is not None else size
     return KernargLayout(buffer_offsets, tuple(scalar_offsets), scalars, explicit, size, hidden, packet,
                          _round_up(max(end, 1), KERNARG_ALIGN))
+
+
+def _check_metadata(meta: KernelMetadata, buffer_offsets: tuple[int, ...], scalar_offsets: Sequence[int],
+                    scalars: str, hidden: int | None) -> None:
+    ours = [(off, POINTER_SIZE) for off in buffer_offsets] + \
+        [(off, struct.calcsize(fmt)) for off, fmt in zip(scalar_offsets, scalars)]
+    theirs = [(a.offset, a.size) for a in meta.args if not a.value_kind.startswith("hidden_")]
+    if ours != theirs:
+        raise ValueError(f"kernargs: {meta.name}: the signature places its arguments at (offset, size) {ours}, the "
+                         f"code object's metadata at {theirs}")
+    if unknown := sorted({a.value_kind for a in meta.hidden_args} - set(_HIDDEN_V5) - _HIDDEN_ZERO_OK):
+        raise NotImplementedError(f"kernargs: {meta.name} needs the hidden arguments {unknown} (printf/hostcall, "
+                                  "device heap, device enqueue or queue pointer), which this runtime does not provide")
+    for a in meta.hidden_args:
+        place = None if hidden is None else hidden + _HIDDEN_V5.get(a.value_kind, 0)
+        if a.value_kind in _HIDDEN_V5 and a.offset != place:
+            raise ValueError(f"kernargs: {meta.name}: {a.value_kind} is at offset {a.offset} in the metadata, not at "
+                             f"the code object v5 place {place}")
