@@ -11,6 +11,7 @@ is the in-process fake KFD that the tests run the same code against.
 
 from __future__ import annotations
 
+import array
 import ctypes
 import ctypes.util
 import errno
@@ -56,6 +57,10 @@ class Mmio:
         return self.mv[index] if isinstance(index, int) else self.mv[index].tolist()
 
     def __setitem__(self, index: int | slice, value: int | list[int] | bytes) -> None:
+        if isinstance(value, list):  # whole items: through an array of this view's item type
+            items = array.array(self.fmt, value)
+            assert items.itemsize == _FORMATS[self.fmt], f"array item {self.fmt!r} is {items.itemsize} bytes"
+            value = memoryview(items).cast("B").cast(self.fmt)  # type: ignore[assignment]
         self.mv[index] = value  # type: ignore[index]
 
     def view(self, offset: int = 0, size: int | None = None, fmt: str | None = None) -> Mmio:

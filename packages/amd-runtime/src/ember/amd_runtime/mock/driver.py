@@ -867,7 +867,9 @@ class MockPlatform:
         raise _fail(errno.EFAULT, f"[0x{addr:x}, 0x{addr + size:x}) is not inside one CPU mapping")
 
     def mmio(self, addr: int, size: int, fmt: str = "B") -> Mmio:
-        self._mapping_at(addr, size)
+        if not any(m.addr <= addr and addr + size <= m.addr + m.size for m in self._maps.values()) and \
+                not host_range_mapped(addr, size):  # memory the process got elsewhere (another device's buffer)
+            raise _fail(errno.EFAULT, f"[0x{addr:x}, 0x{addr + size:x}) is not mapped readable and writable")
         return Mmio(addr, size, fmt)
 
     def doorbell(self, addr: int) -> Doorbell:
