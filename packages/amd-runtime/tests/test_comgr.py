@@ -206,6 +206,10 @@ def test_assemble_and_list_isas(fakes, trace, major):
     lib = Comgr(str(fakes[0][major]))
     assert lib.assemble(".text\ns_endpgm\n", "gfx950") == fakes[1].read_bytes()
     assert "set_data_name <null>.s" in trace.read_text()
+    assert lib.compile_bitcode(b"BC\xc0\xde", "gfx942") == fakes[1].read_bytes()
+    codegen = 6 if major == 2 else 4
+    assert [c.split()[1] for c in _actions(trace) if c.startswith("do_action")][-2:] == \
+        [str(codegen), str(9 if major == 2 else 7)]
     assert lib.list_isas() == ["amdgcn-amd-amdhsa--gfx942:sramecc+:xnack-", "amdgcn-amd-amdhsa--gfx950"]
     assert lib.supports("gfx942") and lib.supports("gfx950:sramecc+") and not lib.supports("gfx90a")
 

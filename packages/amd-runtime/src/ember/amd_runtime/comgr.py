@@ -7,10 +7,11 @@ renumbered the language and action enums (ROCm/llvm-project#272), the data kinds
 options through `amd_comgr_action_info_set_option_list`.
 
 compile_hip: COMPILE_SOURCE_WITH_DEVICE_LIBS_TO_BC (source -> bitcode, with the HIP options) ->
-CODEGEN_BC_TO_RELOCATABLE (-O3, internalize) -> LINK_RELOCATABLE_TO_EXECUTABLE, then the EXECUTABLE data. A failed
-action raises `ComgrError` (a CompileError) holding comgr's log.
+CODEGEN_BC_TO_RELOCATABLE (-O3, internalize) -> LINK_RELOCATABLE_TO_EXECUTABLE, then the EXECUTABLE data
+(`compile_bitcode` and `assemble` run the tail of that chain). A failed action raises `ComgrError` (a CompileError)
+holding comgr's log.
 
-`HIPCompiler(arch)` compiles through comgr when it loads, else through clang/ld.lld (`clang_compiler.ClangCompiler`);
+`HIPCompiler(arch)` compiles through comgr when it loads and lists `arch`, else through clang/ld.lld (`clang_compiler.ClangCompiler`);
 both are `ember.runtime.Compiler`s, so code objects are cached on disk by the runtime, keyed by the compiler's
 identity and version and the arch.
 """
@@ -182,9 +183,9 @@ class Comgr:
         self._call("amd_comgr_action_info_set_option_list", info, opts, len(options))
 
     def _pipeline(self, src: bytes, name: str, language: int, arch: str,
-                  steps: Sequence[tuple[str, int, Sequence[str]]], what: str) -> bytes:
-        """Feed `src` (named `name`) through the actions `steps` (action name, kind, options), each one's result the
-        next one's input, and return the EXECUTABLE of the last."""
+                  steps: Sequence[tuple[str, int, Sequence[str]]], what: str, kind: int | None = None) -> bytes:
+        """Feed `src` (named `name`, of data `kind`, SOURCE by default) through the actions `steps` (action name,
+        kind, options), each one's result the next one's input, and return the EXECUTABLE of the last."""
         e, c = self.enums, ctypes
         info = _Handle()
         self._call("amd_comgr_create_action_info", c.byref(info))
@@ -197,7 +198,7 @@ class Comgr:
                 sets.append(_Handle())
                 self._call("amd_comgr_create_data_set", c.byref(sets[-1]))
             data = _Handle()
-            self._call("amd_comgr_create_data", e.data_kind_source, c.byref(data))
+            self._call("amd_comgr_create_data", e.data_kind_source if kind is None else kind, c.byref(data))
             try:
                 self._call("amd_comgr_set_data", data, len(src), src)
                 self._call("amd_comgr_set_data_name", data, name.encode())
@@ -225,6 +226,14 @@ class Comgr:
                  ("CODEGEN_BC_TO_RELOCATABLE", e.action_codegen_bc_to_relocatable, CODEGEN_OPTIONS),
                  ("LINK_RELOCATABLE_TO_EXECUTABLE", e.action_link_relocatable_to_executable, ()))
         return self._pipeline(src.encode(), "<null>", e.language_hip, arch, steps, "compile_hip")
+
+    def compile_bitcode(self, bitcode: bytes, arch: str) -> bytes:
+        """LLVM bitcode (for amdgcn-amd-amdhsa) to a code object for `arch`: CODEGEN_BC_TO_RELOCATABLE, then link."""
+        e = self.enums
+        steps = (("CODEGEN_BC_TO_RELOCATABLE", e.action_codegen_bc_to_relocatable, CODEGEN_OPTIONS),
+                 ("LINK_RELOCATABLE_TO_EXECUTABLE", e.action_link_relocatable_to_executable, ()))
+        return self._pipeline(bitcode, "<null>.bc", e.language_llvm_ir, arch, steps, "compile_bitcode",
+                              e.data_kind_bc)
 
     def assemble(self, src: str, arch: str) -> bytes:
         """AMDGPU assembly (`.text`, `.amdhsa_kernel` directives) to a code object for `arch`."""
