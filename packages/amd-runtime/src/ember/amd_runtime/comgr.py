@@ -11,9 +11,9 @@ CODEGEN_BC_TO_RELOCATABLE (-O3, internalize) -> LINK_RELOCATABLE_TO_EXECUTABLE, 
 (`compile_bitcode` and `assemble` run the tail of that chain). A failed action raises `ComgrError` (a CompileError)
 holding comgr's log.
 
-`HIPCompiler(arch)` compiles through comgr when it loads and lists `arch`, else through clang/ld.lld (`clang_compiler.ClangCompiler`);
-both are `ember.runtime.Compiler`s, so code objects are cached on disk by the runtime, keyed by the compiler's
-identity and version and the arch.
+`HIPCompiler(arch)` compiles through comgr when it loads and lists `arch`, else through clang/ld.lld
+(`clang_compiler.ClangCompiler`); both are `ember.runtime.Compiler`s, so code objects are cached on disk by the
+runtime, keyed by the compiler's identity and version and the arch.
 """
 
 from __future__ import annotations
