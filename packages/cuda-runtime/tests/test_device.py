@@ -5,8 +5,10 @@ import re
 import numpy as np
 import pytest
 
+from ember.codegen import CUDARenderer
 from ember.cuda_runtime import CUDAAllocator, CUDADevice, CUDAError, load_driver
 from ember.runtime import Buffer, Device
+from ember.tensor import Tensor
 from ember.uops import dtypes
 
 ADD = """extern "C" __global__ void add(float* out, const float* a, const float* b, int n) {
@@ -46,8 +48,7 @@ def test_device_facts_and_names(fake_cuda, monkeypatch):
         CUDADevice("CUDA:2")
     with pytest.raises(ValueError, match="a name is 'CUDA' or 'CUDA:<n>'"):
         CUDADevice("CUDA:x")
-    with pytest.raises(NotImplementedError, match="no CUDARenderer"):
-        dev.renderer.render("k", ())
+    assert isinstance(dev.renderer, CUDARenderer) and dev.renderer.arch == "sm_89"
     dev.context.close()
     assert fake_cuda.calls("cuStreamDestroy_v2") and fake_cuda.calls("cuDevicePrimaryCtxRelease")
 
@@ -178,3 +179,25 @@ def test_freed_memory_is_reused_then_released(fake_cuda):
     Device["CUDA"].allocator.free_cache()
     assert fake_cuda.calls("cuMemFree_v2") == [f"cuMemFree_v2 ptr={ptr:#x}"]
     assert re.fullmatch(r"cuMemAlloc_v2 size=1024 dev=0", fake_cuda.calls("cuMemAlloc_v2")[0])
+
+
+def test_gpu_before_sm80_has_no_renderer(fake_cuda, monkeypatch):
+    monkeypatch.setenv("FAKE_CUDA_CC", "75")
+    dev = Device["CUDA"]
+    assert dev.compiler.arch == "sm_75"  # hand-written kernels still compile and run
+    with pytest.raises(NotImplementedError, match=r"cannot be rendered for sm_75 \(CUDARenderer: arch 'sm_75'"):
+        dev.renderer.render("k", ())
+
+
+def test_tensor_kernels_render_compile_and_launch(fake_cuda):
+    # the whole path from a tensor to cuLaunchKernel; the fake runs none of these kernels, so only the launches
+    # (and the fake's checks of every handle, pointer and dimension) are checked here: values need a GPU
+    a = Tensor(np.arange(4096, dtype=np.float32).reshape(64, 64), device="CUDA")
+    b = Tensor(np.ones((64, 64), dtype=np.float32), device="CUDA")
+    for out in ((a * 2 + 1).sum(1), a @ b, a.cast(dtypes.bfloat16) * 3):
+        out.realize()
+    launches = fake_cuda.calls("cuLaunchKernel")
+    assert len(launches) == 3 and len(fake_cuda.calls("cuModuleLoadData")) == 3
+    for line in launches:
+        dims = re.search(r"grid=(\d+),(\d+),(\d+) block=(\d+),(\d+),(\d+)", line).groups()
+        assert 1 <= int(dims[3]) * int(dims[4]) * int(dims[5]) <= 1024, line

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ember.codegen import CUDARenderer, Renderer
 from ember.cuda_runtime.compiler import NVRTCCompiler, cubin_arch
 from ember.cuda_runtime.driver import FUNC_MAX_THREADS_PER_BLOCK, CUDAContext, load_driver
 from ember.runtime import Buffer, CompiledDevice, LRUAllocator, Program
@@ -198,17 +199,24 @@ class CUDAProgram(Program):
 
 
 class _NoRenderer:
-    """Stands in for `ember.codegen.CUDARenderer` until codegen has one: any use says what is missing."""
+    """Stands in for `CUDARenderer` on a GPU it does not target (before sm_80): any use says what is missing."""
 
-    def __init__(self, arch: str):
-        self.arch = arch
+    def __init__(self, arch: str, why: str):
+        self.arch, self.why = arch, why
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-        raise NotImplementedError(f"CUDA: ember.codegen has no CUDARenderer yet, so tensor kernels cannot be "
-                                  f"rendered for {self.arch} (renderer.{name}); hand-written CUDA C runs through "
-                                  f"dev.runtime(name, dev.compiler.compile_cached(src))")
+        raise NotImplementedError(f"CUDA: tensor kernels cannot be rendered for {self.arch} ({self.why}); "
+                                  f"hand-written CUDA C runs through dev.runtime(name, dev.compiler.compile_cached(src))")
+
+
+def renderer_for(arch: str) -> Renderer | _NoRenderer:
+    """`CUDARenderer(arch)`, or a stand-in that raises NotImplementedError on use where it cannot target `arch`."""
+    try:
+        return CUDARenderer(arch)
+    except ValueError as e:
+        return _NoRenderer(arch, str(e))
 
 
 def device_ordinal(name: str) -> int:
@@ -233,7 +241,7 @@ class CUDADevice(CompiledDevice):
         driver = load_driver(driver_path)
         self.context = CUDAContext(driver, ordinal)
         self.arch = self.context.arch
-        super().__init__(name, CUDAAllocator(self.context), _NoRenderer(self.arch),  # type: ignore[arg-type]
+        super().__init__(name, CUDAAllocator(self.context), renderer_for(self.arch),  # type: ignore[arg-type]
                          NVRTCCompiler(self.arch, prefer_major=driver.version[0]), CUDAProgram)
 
     def synchronize(self) -> None:
