@@ -294,6 +294,15 @@ def test_clang_gfx950_needs_llvm20(monkeypatch):
         find_toolchain("gfx1100")
 
 
+def test_clang_compiles_gfx950():
+    try:
+        clang, lld = find_toolchain("gfx950")
+    except FileNotFoundError as e:
+        pytest.skip(f"gfx950 needs LLVM >= 20 (clang-19 rejects the target): {e}")
+    lib = ClangCompiler("gfx950", clang, lld).compile(KERNEL_SRC)
+    assert load_code_object(lib, "gfx950").e_flags & 0xFF == 0x4F
+
+
 def test_hip_compiler_falls_back_to_clang(monkeypatch, tmp_path):
     if CLANG is None or LLD is None:
         pytest.skip("clang-19/ld.lld-19 not installed")
