@@ -207,8 +207,8 @@ class _NoRenderer:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-        raise NotImplementedError(f"CUDA: tensor kernels cannot be rendered for {self.arch} ({self.why}); "
-                                  f"hand-written CUDA C runs through dev.runtime(name, dev.compiler.compile_cached(src))")
+        raise NotImplementedError(f"CUDA: tensor kernels cannot be rendered for {self.arch} ({self.why}); hand-"
+                                  f"written CUDA C runs through dev.runtime(name, dev.compiler.compile_cached(src))")
 
 
 def renderer_for(arch: str) -> Renderer | _NoRenderer:
