@@ -286,6 +286,7 @@ def _patched(offset: int, fmt: str, value: int) -> bytes:
     (_patched(48, "<I", 0x599), "unknown AMDGPU mach 0x99"),
     (_patched(16, "<H", 2), "neither a shared object"),
     (_tiny()[0][:600], "past the end of the file"),
+    (_patched(64 + 16, "<Q", 1 << 40), "more than 0x40000000"),  # the PT_LOAD's p_vaddr
 ])
 def test_bad_files(blob, message):
     with pytest.raises(ValueError, match=message):

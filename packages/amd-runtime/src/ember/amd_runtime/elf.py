@@ -62,6 +62,7 @@ _BASE_DEPENDENT = (R_AMDGPU_ABS32_LO, R_AMDGPU_ABS32_HI, R_AMDGPU_ABS64, R_AMDGP
 KERNEL_DESCRIPTOR_SIZE = 64
 CODE_ALIGN = 256  # COMPUTE_PGM_LO/HI hold the entry address >> 8
 DESCRIPTOR_ALIGN = 64  # the AQL packet's kernel_object must be 64-byte aligned
+MAX_IMAGE_SIZE = 1 << 30
 
 _EHDR = struct.Struct("<16sHHIQQQIHHHHHH")
 _SHDR = struct.Struct("<IIQQQQIIQQ")
@@ -573,7 +574,7 @@ def _layout(elf: _Reader) -> tuple[bytearray, dict[int, int]]:
         loads = [p for p in elf.phdrs if p[0] == PT_LOAD]
         if not loads:
             raise ValueError("code object: a shared object without PT_LOAD segments")
-        image = bytearray(max(p[3] + p[6] for p in loads))  # p_vaddr + p_memsz
+        image = bytearray(_image_size(max(p[3] + p[6] for p in loads)))  # p_vaddr + p_memsz
         for _, _, p_offset, p_vaddr, _, p_filesz, p_memsz, _ in loads:
             if p_filesz > p_memsz:
                 raise ValueError(f"code object: segment at {p_vaddr:#x} has filesz {p_filesz:#x} > memsz {p_memsz:#x}")
@@ -586,11 +587,18 @@ def _layout(elf: _Reader) -> tuple[bytearray, dict[int, int]]:
             # code at the 256-byte alignment COMPUTE_PGM_LO needs, whatever the section asked for
             addrs[sec.index] = end = _align(end, max(sec.addralign, CODE_ALIGN if sec.flags & SHF_EXECINSTR else 1))
             end += sec.size
-    image = bytearray(end)
+    image = bytearray(_image_size(end))
     for index, addr in addrs.items():
         sec = elf.sections[index]
         image[addr:addr + sec.size] = elf.data(sec) if sec.type != SHT_NOBITS else bytes(sec.size)
     return image, addrs
+
+
+def _image_size(size: int) -> int:
+    if size > MAX_IMAGE_SIZE:
+        raise ValueError(f"code object: the loaded image would be {size:#x} bytes, more than {MAX_IMAGE_SIZE:#x} "
+                         "(corrupt segment addresses?)")
+    return size
 
 
 def _symbols(elf: _Reader, addrs: dict[int, int]) -> tuple[Symbol, ...]:
