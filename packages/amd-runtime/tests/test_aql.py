@@ -39,6 +39,12 @@ def test_kernel_dispatch_bytes():
     assert (p.group_segment_size, p.private_segment_size) == (1024, 272)
 
 
+def test_publish_order():
+    pkt = aql.kernel_dispatch(0x1000, 0x2000, (1,), (64,))
+    body, first = aql.publish_order(pkt)
+    assert first == 0x1502 | (1 << 16) and body == pkt[4:] and len(body) == 60
+
+
 def test_kernel_dispatch_errors():
     with pytest.raises(ValueError, match="64-byte"):
         aql.kernel_dispatch(0x1010, 0x2000, (1,), (1,))

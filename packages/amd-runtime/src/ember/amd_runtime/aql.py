@@ -2,7 +2,8 @@
 
 The compute queue of an MI300X/MI350X in SPX mode is an AQL queue: its ring holds 64-byte packets whose first u16
 is the header `type[7:0] | barrier b8 | acquire fence scope [10:9] | release fence scope [12:11]`. The runtime
-writes the packet body first and the header last (the packet becomes valid when its type stops being INVALID).
+writes the packet body first and the header last (the packet becomes valid when its type stops being INVALID:
+`publish_order`).
 
     pkt = aql.kernel_dispatch(kd_addr, kernarg_addr, global_size=(256, 1, 1), local_size=(64, 1, 1))
     aql.decode(pkt).grid_size            # (256, 1, 1), in work-items
@@ -102,6 +103,14 @@ def pm4_ib(ib_addr: int, ib_size_dw: int, completion_signal: int = 0, barrier: b
     ib = pm4.indirect_buffer(ib_addr, ib_size_dw)
     return _PM4_IB.pack(make_header(PACKET_TYPE_VENDOR_SPECIFIC, barrier, acquire, release), AMD_AQL_FORMAT_PM4_IB,
                         *ib, PM4_IB_DW_CNT_REMAIN, *([0] * 8), completion_signal)
+
+
+def publish_order(packet: bytes) -> tuple[bytes, int]:
+    """How to write `packet` into the ring so the packet processor never sees half of it: first its bytes 4..63,
+    then (after a store fence) the 32-bit `header | setup << 16` in one store; returns (body, first dword)."""
+    if len(packet) != PACKET_SIZE:
+        raise ValueError(f"AQL: a packet is {PACKET_SIZE} bytes, got {len(packet)}")
+    return packet[4:], int.from_bytes(packet[:4], "little")
 
 
 def invalid() -> bytes:
