@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import shutil
 import subprocess
 from fractions import Fraction
@@ -85,7 +86,7 @@ G minmax(float* o, const float* a, const float* b) { int i = BID*256+TID; float 
 """
 
 
-def build(src: str, cache: Path) -> CodeObject:
+def build(src: str, cache: Path) -> Path:
     """Compile HIP source for gfx942 (cached by source hash in the session's tmp dir)."""
     key = hashlib.sha256(src.encode()).hexdigest()[:16]
     out = cache / f"{key}.hsaco"
@@ -98,12 +99,17 @@ def build(src: str, cache: Path) -> CodeObject:
             shutil.copy(obj, out)
         else:
             subprocess.run([LLD, "-shared", str(obj), "-o", str(out)], check=True)
-    return load_code_object(out.read_bytes(), arch="gfx942")
+    return out
 
 
 @pytest.fixture(scope="session")
-def code(tmp_path_factory: pytest.TempPathFactory) -> CodeObject:
+def hsaco(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build(KERNELS, tmp_path_factory.mktemp("isa_kernels"))
+
+
+@pytest.fixture(scope="session")
+def code(hsaco: Path) -> CodeObject:
+    return load_code_object(hsaco.read_bytes(), arch="gfx942")
 
 
 class Gpu:
@@ -327,3 +333,21 @@ def test_runaway_loop_hits_the_cap(code: CodeObject) -> None:
     assert gpu.read(po, np.int32, 1)[0] == np.uint32(s).view(np.int32)
     with pytest.raises(InstructionLimitExceeded, match="without reaching s_endpgm"):
         gpu.run("loop", po, np.int32(2**30), grid=(64,), block=(64,), max_instructions_per_wave=20_000)
+
+
+@pytest.mark.skipif(shutil.which("llvm-objdump-19") is None, reason="llvm-objdump-19 is needed for the cross-check")
+def test_decoder_agrees_with_objdump_on_compiled_code(code: CodeObject, hsaco: Path) -> None:
+    dis = subprocess.run(["llvm-objdump-19", "-d", "--triple=amdgcn-amd-amdhsa", "--mcpu=gfx942", str(hsaco)],
+                         capture_output=True, text=True, check=True).stdout
+    program = Program(code.image, 0)
+    checked = 0
+    for line in dis.splitlines():
+        m = re.match(r"\s+(\w+).*// ([0-9A-F]+): ((?:[0-9A-F]{8} ?)+)", line)
+        if not m:
+            continue
+        addr, words = int(m.group(2), 16), m.group(3).split()
+        ins = program.decode(addr)
+        assert ins.name == re.sub(r"_(e32|e64|sdwa|dpp)$", "", m.group(1)), line
+        assert ins.size == 4 * len(words), line
+        checked += 1
+    assert checked > 500

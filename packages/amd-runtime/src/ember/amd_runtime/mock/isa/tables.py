@@ -129,9 +129,10 @@ VOP3_ONLY = _table("""
 674:v_cvt_pk_fp8_f32 675:v_cvt_pk_bf8_f32 676:v_cvt_sr_fp8_f32 677:v_cvt_sr_bf8_f32
 """)
 
-# VOP3 opcode space: VOPC 0-255, VOP2 + 256, VOP1 + 320, VOP3-only 448+.
-VOP3: dict[int, str] = {**VOPC, **{k + 256: v for k, v in VOP2.items() if k not in (23, 24, 36, 37)},
-                        **{k + 320: v for k, v in VOP1.items()}, **VOP3_ONLY}
+# VOP3 opcode space: VOPC 0-255, VOP2 + 256, VOP1 + 320, VOP3-only 448+. These VOP1/VOP2 ops have no VOP3 form
+# (llvm-mc-19 decodes none of them): the K-constant forms, v_pk_fmac_f16, v_readfirstlane, v_swap, v_accvgpr_mov.
+VOP3: dict[int, str] = {**VOPC, **{k + 256: v for k, v in VOP2.items() if k not in (23, 24, 36, 37, 60)},
+                        **{k + 320: v for k, v in VOP1.items() if k not in (2, 81, 82)}, **VOP3_ONLY}
 # VOP3B (sdst in bits 14:8) opcodes.
 VOP3B_OPS = frozenset({281, 282, 283, 284, 285, 286, 480, 481, 488, 489})
 
@@ -190,7 +191,7 @@ MUBUF = _table("""
 4:buffer_store_format_x 5:buffer_store_format_xy 6:buffer_store_format_xyz 7:buffer_store_format_xyzw
 40:buffer_wbl2 41:buffer_inv 62:buffer_wbinvl1 63:buffer_wbinvl1_vol
 """)
-MUBUF.update({k: "buffer_" + v for k, v in FLAT.items() if not v.startswith("load_lds")})
+MUBUF.update({k: "buffer_" + v for k, v in FLAT.items() if not v.startswith("load_lds") and v != "atomic_pk_add_bf16"})
 
 FORMAT_TABLES: dict[str, dict[int, str]] = {
     "SOP2": SOP2, "SOP1": SOP1, "SOPC": SOPC, "SOPK": SOPK, "SOPP": SOPP, "SMEM": SMEM, "VOP2": VOP2, "VOP1": VOP1,
