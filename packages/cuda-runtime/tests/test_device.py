@@ -201,3 +201,19 @@ def test_tensor_kernels_render_compile_and_launch(fake_cuda):
     for line in launches:
         dims = re.search(r"grid=(\d+),(\d+),(\d+) block=(\d+),(\d+),(\d+)", line).groups()
         assert 1 <= int(dims[3]) * int(dims[4]) * int(dims[5]) <= 1024, line
+
+
+def test_a_batch_cubin_is_loaded_once(fake_cuda):
+    import gc
+
+    dev = Device["CUDA"]
+    add_lib, iota_lib = dev.compiler.compile_cached_many([("add", ADD), ("iota64", IOTA64)])
+    assert add_lib == iota_lib  # one NVRTC program holds both kernels
+    add, iota = dev.runtime("add", add_lib), dev.runtime("iota64", iota_lib)
+    assert add.module is iota.module and len(fake_cuda.calls("cuModuleLoadData")) == 1
+    out = Buffer("CUDA", 32, dtypes.int64)
+    iota(out, global_size=(np.int64(1),), local_size=[32], vals=(5,), wait=True)  # numpy ints and lists are fine
+    np.testing.assert_array_equal(out.numpy(), 5 + np.arange(32))
+    del add, iota
+    gc.collect()
+    assert fake_cuda.calls("cuModuleUnload") == ["cuModuleUnload"]

@@ -11,8 +11,11 @@ when the driver can tell). Every wait polls against `$CUDA_TIMEOUT` seconds (def
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import math
+import operator
 import threading
+import weakref
 from collections import deque
 from collections.abc import Hashable
 from typing import Any
@@ -118,9 +121,13 @@ class CUDAAllocator(LRUAllocator):
 
 
 def _dims(what: str, size: tuple[int, ...], limits: tuple[int, ...], kernel: str) -> tuple[int, int, int]:
-    if len(size) > 3 or any(not isinstance(s, int) or s < 0 for s in size):
-        raise ValueError(f"{kernel}: {what} must be up to 3 ints >= 0, got {size!r}")
-    dims = (*size, 1, 1, 1)[:3]
+    try:
+        dims = tuple(operator.index(s) for s in size)
+    except TypeError:
+        dims = ()
+    if not 1 <= len(size) <= 3 or len(dims) != len(size) or any(d < 0 for d in dims):
+        raise ValueError(f"{kernel}: {what} must be 1 to 3 ints >= 0, got {size!r}")
+    dims = (*dims, 1, 1)[:3]
     if any(d > limit for d, limit in zip(dims, limits)):
         raise ValueError(f"{kernel}: {what} {dims} exceeds the GPU's limits {limits}")
     return dims  # type: ignore[return-value]
@@ -138,8 +145,8 @@ class CUDAProgram(Program):
             if built // 10 != major or built % 10 > minor:
                 raise RuntimeError(f"{device.name}: kernel {name!r} is a cubin for sm_{built}; the GPU "
                                    f"({ctx.name}) is {ctx.arch}: compile it with NVRTCCompiler({ctx.arch!r})")
-        self.module = ctx.load_module(lib)
-        self.function = ctx.function(self.module, name)
+        self.module = device.load_module(lib)
+        self.function = ctx.function(self.module.handle, name)
         self.max_threads = ctx.function_attribute(self.function, FUNC_MAX_THREADS_PER_BLOCK)
         self.param_sizes = ctx.parameter_sizes(self.function)
         self._events: tuple[ctypes.c_void_p, ctypes.c_void_p] | None = None
@@ -190,10 +197,22 @@ class CUDAProgram(Program):
 
     def __del__(self) -> None:
         try:
-            self.context.unload_module(self.module)
             if self._events is not None:
                 for ev in self._events:
                     self.context.destroy_event(ev)
+        except Exception:  # noqa: BLE001 - interpreter shutdown, or a context already gone
+            pass
+
+
+class LoadedModule:
+    """A cubin loaded into a context; unloaded when the last program using it is gone."""
+
+    def __init__(self, context: CUDAContext, image: bytes):
+        self.context, self.handle = context, context.load_module(image)
+
+    def __del__(self) -> None:
+        try:
+            self.context.unload_module(self.handle)
         except Exception:  # noqa: BLE001 - interpreter shutdown, or a context already gone
             pass
 
@@ -243,6 +262,17 @@ class CUDADevice(CompiledDevice):
         self.arch = self.context.arch
         super().__init__(name, CUDAAllocator(self.context), renderer_for(self.arch),  # type: ignore[arg-type]
                          NVRTCCompiler(self.arch, prefer_major=driver.version[0]), CUDAProgram)
+        # the cubins loaded, by content: the kernels of one compiled batch share one module
+        self._modules: weakref.WeakValueDictionary[bytes, LoadedModule] = weakref.WeakValueDictionary()
+        self._modules_lock = threading.Lock()
+
+    def load_module(self, image: bytes) -> LoadedModule:
+        """The cubin `image` loaded into this GPU's context (once while a program holds it)."""
+        key = hashlib.sha256(image).digest()
+        with self._modules_lock:
+            if (module := self._modules.get(key)) is None:
+                module = self._modules[key] = LoadedModule(self.context, image)
+        return module
 
     def synchronize(self) -> None:
         """Wait until every copy and kernel queued on this GPU has finished."""

@@ -80,12 +80,12 @@ SIGNATURES: dict[str, list[Any]] = {
     "cuEventRecord": [_p, _p],
     "cuEventQuery": [_p],
     "cuEventDestroy_v2": [_p],
-    "cuEventElapsedTime": [ctypes.POINTER(ctypes.c_float), _p, _p],
 }
-# present only in newer drivers: the binding works without them
+# present only in some drivers: the binding works without each (of the two elapsed-time symbols, one is needed)
 OPTIONAL = {
     "cuFuncGetParamInfo": [_p, _sz, _psz, _psz],  # CUDA 12.4+: the kernel's parameter layout
     "cuEventElapsedTime_v2": [ctypes.POINTER(ctypes.c_float), _p, _p],  # what CUDA 13's header calls
+    "cuEventElapsedTime": [ctypes.POINTER(ctypes.c_float), _p, _p],  # CUDA 12's
 }
 
 
@@ -136,6 +136,9 @@ class Driver:
                                    f"than CUDA 11, or not libcuda)") from None
             fn.argtypes, fn.restype = argtypes, ctypes.c_int
             self.functions[name] = fn
+        if not (self.has("cuEventElapsedTime_v2") or self.has("cuEventElapsedTime")):
+            raise RuntimeError(f"CUDA: the driver library {path!r} has neither cuEventElapsedTime_v2 nor "
+                               f"cuEventElapsedTime")
         self.call("cuInit", 0)
         version = ctypes.c_int()
         self.call("cuDriverGetVersion", ctypes.byref(version))
