@@ -18,7 +18,8 @@ CLANG, READELF = shutil.which("clang-19"), shutil.which("llvm-readelf-19")
 def test_explicit_layout():
     layout = kernarg_layout(2, "i")  # (float* a, const float* b, const int n)
     assert (layout.buffer_offsets, layout.scalar_offsets, layout.explicit_size, layout.size) == ((0, 8), (16,), 20, 20)
-    assert layout.hidden_offset is None and layout.dispatch_packet_offset is None and layout.alloc_size == 32
+    assert layout.hidden_offset is None and layout.dispatch_packet_offset is None
+    assert (layout.alloc_size, layout.align) == (32, 16)
     blob = layout.pack([0x7F00_0000_1000, 0x7F00_0000_2000], [-3])
     assert blob == struct.pack("<QQi", 0x7F00_0000_1000, 0x7F00_0000_2000, -3) + bytes(12)
 
@@ -121,3 +122,5 @@ def test_pack_errors():
         layout.pack([1, 2], [2**31])
     with pytest.raises(ValueError, match="format codes"):
         kernarg_layout(1, "x")
+    with pytest.raises(ValueError, match="kernarg_address 0x1008 must be 16-byte aligned"):
+        layout.pack([1, 2], [3], kernarg_address=0x1008)

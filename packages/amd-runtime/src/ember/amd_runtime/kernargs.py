@@ -64,7 +64,8 @@ def _round_up(x: int, a: int) -> int:
 class KernargLayout:
     """Offsets in a launch's kernarg block. `scalars` are struct format codes; `size` is the bytes the kernel reads
     (its descriptor's kernarg_size, or the explicit size), `alloc_size` what to allocate (dispatch packet included,
-    rounded to KERNARG_ALIGN)."""
+    rounded to `align`: KERNARG_ALIGN, or the metadata's larger kernarg_segment_align, which the block's address
+    needs too)."""
 
     buffer_offsets: tuple[int, ...]
     scalar_offsets: tuple[int, ...]
@@ -74,6 +75,7 @@ class KernargLayout:
     hidden_offset: int | None
     dispatch_packet_offset: int | None
     alloc_size: int
+    align: int = KERNARG_ALIGN
 
     def pack(self, buffers: Sequence[int], values: Sequence[int | float] = (),
              global_size: Sequence[int] = (1, 1, 1), local_size: Sequence[int] = (1, 1, 1),
@@ -82,6 +84,8 @@ class KernargLayout:
         """The `alloc_size` bytes of the block: buffer addresses, scalar values, and (when the layout has them)
         the hidden arguments and the dispatch packet. `global_size` counts workgroups; `kernarg_address` (where the
         block will live) is needed only for the dispatch packet."""
+        if kernarg_address % self.align:
+            raise ValueError(f"kernargs: kernarg_address {kernarg_address:#x} must be {self.align}-byte aligned")
         if len(buffers) != len(self.buffer_offsets):
             raise ValueError(f"kernargs: {len(buffers)} buffer addresses given, the kernel takes "
                              f"{len(self.buffer_offsets)}")
@@ -163,8 +167,9 @@ def kernarg_layout(n_buffers: int, scalars: str = "", descriptor: KernelDescript
     if metadata is not None:
         _check_metadata(metadata, buffer_offsets, scalar_offsets, scalars, hidden)
     end = packet + aql.PACKET_SIZE if packet is not None else size
+    align = max(KERNARG_ALIGN, metadata.kernarg_segment_align if metadata is not None else 0)
     return KernargLayout(buffer_offsets, tuple(scalar_offsets), scalars, explicit, size, hidden, packet,
-                         _round_up(max(end, 1), KERNARG_ALIGN))
+                         _round_up(max(end, 1), align), align)
 
 
 def _check_metadata(meta: KernelMetadata, buffer_offsets: tuple[int, ...], scalar_offsets: Sequence[int],
