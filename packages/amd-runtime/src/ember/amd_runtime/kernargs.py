@@ -12,13 +12,16 @@ arguments). The kernel descriptor's `kernarg_size` says what else the kernel rea
   4, 8), hidden_group_size_xyz (u16 @12, 14, 16), hidden_remainder_xyz (u16 @18, 20, 22: 0, our grids are whole
   workgroups), hidden_global_offset_xyz (u64 @40, 48, 56: 0) and hidden_grid_dims (u16 @64). The pointers (hostcall
   @80, multigrid sync @88, heap @96, default queue @104, completion action @112, queue @200) are left 0: a kernel
-  that uses printf, device malloc or device enqueue cannot run here. Code object v4's different hidden block is
-  not supported (NotImplementedError).
+  that uses printf, device malloc or device enqueue cannot run here (given the code object's metadata, a kernel
+  that lists them raises NotImplementedError at layout time, and a signature that does not match the metadata's
+  argument list raises ValueError). Code object v4's different hidden block is not supported
+  (NotImplementedError).
 * `enable_sgpr_dispatch_ptr`: a 64-byte AQL dispatch packet is placed after the kernargs (at a 64-byte boundary)
   and its address goes into the user SGPRs; `pack` fills it (workgroup and grid sizes, segment sizes, kernarg
   address).
 
-The block is allocated at KERNARG_ALIGN (16) bytes, the alignment the HSA ABI gives the kernarg segment.
+The block is allocated at KERNARG_ALIGN (16) bytes, the alignment the HSA ABI gives the kernarg segment (or the
+metadata's kernarg_segment_align when larger).
 
     k = co.kernel("add")
     layout = kernarg_layout(n_buffers=2, scalars="i", descriptor=k.descriptor, metadata=k.metadata)
