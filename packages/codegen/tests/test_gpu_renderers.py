@@ -72,6 +72,8 @@ HIP_KERNELS = {
     "bf16_math": (unary_ast(256, dtypes.bfloat16, lambda x: x.log2().sin().maximum(x)), None),
     "int_math": (unary_ast(256, dtypes.int32, lambda x: (x // 7) % 5 + (x << 2)), None),
     "double_max": (unary_ast(256, dtypes.float64, lambda x: x.maximum(x * x).trunc()), None),
+    # (no gfx9 instructions: the prelude's software versions)
+    "double_transcendentals": (unary_ast(256, dtypes.float64, lambda x: x.exp2().log2().sin() ** x), None),
 }
 
 

@@ -160,15 +160,75 @@ class CUDARenderer(GPURenderer):
         return f'extern "C" __global__ void __launch_bounds__({threads})'
 
 
+
+# float64 exp2, log2, sin and pow have no gfx9 instructions (AMD's device library computes them in software): ours,
+# in the prelude. exp2: 2^round(x) (two exact scalings, so subnormal results round once) times a degree-13 Taylor
+# polynomial of e^(f ln 2), |f| <= 1/2. log2: the exponent plus 2 atanh((m-1)/(m+1)) / ln 2 for the mantissa m in
+# [sqrt(1/2), sqrt(2)], 11 terms. sin: x - k pi/2 in three parts (Cody-Waite: exact while |x| < 2^20 pi/2, less
+# precise beyond), then the sine or cosine polynomial of the quadrant. pow: exact repeated squaring for an integer
+# exponent, else exp2(b log2 |a|) with C's sign rules. Each is within a few ulp (tests: ember.amd_runtime's ISA tests).
+_HIP_F64 = """DEVICE double emb_exp2(double x) {
+  if (x != x) return x;
+  if (x >= 1024.0) return INFINITY;
+  if (x < -1075.0) return 0.0;
+  double n = __builtin_rint(x), t = (x - n) * 0.6931471805599453, p = 1.0;
+  for (int k = 13; k >= 1; k--) p = 1.0 + p * t / (double)k;
+  int e = (int)n, h = e / 2;
+  return p * emb_bitcast<double>((long long)(h + 1023) << 52) * emb_bitcast<double>((long long)(e - h + 1023) << 52);
+}
+DEVICE double emb_log2(double x) {
+  if (x != x || x < 0.0) return NAN;
+  if (x == 0.0) return -INFINITY;
+  if (x == INFINITY) return x;
+  int e = 0;
+  if (x < 2.2250738585072014e-308) { x *= 18014398509481984.0; e = -54; }  /* subnormal: times 2^54 */
+  long long b = emb_bitcast<long long>(x);
+  e += (int)((b >> 52) & 0x7ff) - 1023;
+  double m = emb_bitcast<double>((b & 0xfffffffffffffll) | 0x3ff0000000000000ll);
+  if (m > 1.4142135623730951) { m *= 0.5; e += 1; }
+  double s = (m - 1.0) / (m + 1.0), s2 = s * s, p = 0.0;
+  for (int k = 21; k >= 3; k -= 2) p = (p + 1.0 / (double)k) * s2;
+  return (double)e + 2.0 * s * (1.0 + p) * 1.4426950408889634;
+}
+DEVICE double emb_sin(double x) {
+  if (x != x || x == INFINITY || x == -INFINITY) return NAN;
+  double k = __builtin_rint(x * 0.6366197723675814);
+  double r = ((x - k * 1.57079632673412561417) - k * 6.07710050630396597660e-11) - k * 2.02226624871116645580e-21;
+  double r2 = r * r, p = 0.0;
+  long long q = (long long)k & 3;
+  if (q & 1) {  /* cos r */
+    for (int n = 20; n >= 2; n -= 2) p = 1.0 - p * r2 / (double)(n * (n - 1));
+  } else {  /* sin r */
+    for (int n = 21; n >= 3; n -= 2) p = 1.0 - p * r2 / (double)(n * (n - 1));
+    p *= r;
+  }
+  return q >= 2 ? -p : p;
+}
+DEVICE double emb_pow(double a, double b) {
+  if (b == 0.0 || a == 1.0) return 1.0;
+  if (a != a || b != b) return NAN;
+  if (b == __builtin_trunc(b) && __builtin_fabs(b) < 2147483648.0) {
+    double r = 1.0, base = a;
+    for (long long n = (long long)__builtin_fabs(b); n; n >>= 1) { if (n & 1) r *= base; base *= base; }
+    return b < 0.0 ? 1.0 / r : r;
+  }
+  if (a < 0.0) return NAN;
+  return emb_exp2(b * emb_log2(a));
+}
+"""
+
+# no device libraries (ockl/ocml): clang lowers these builtins to gfx9 instructions itself (float64 exp2/log2/sin/pow
+# are the prelude's)
+_HIP_MATH = {op: (f"__builtin_{f}", f"__builtin_{d}") for op, (f, d) in _C_MATH.items()}
+_HIP_MATH.update({Ops.EXP2: ("__builtin_exp2f", "emb_exp2"), Ops.LOG2: ("__builtin_log2f", "emb_log2"),
+                  Ops.SIN: ("__builtin_sinf", "emb_sin"), Ops.POW: ("__builtin_powf", "emb_pow")})
+
 _HIP_PRELUDE = """#ifndef EMB_PRELUDE
 #define EMB_PRELUDE
 #define DEVICE static __attribute__((device)) inline
 #define INFINITY __builtin_inff()
 #define NAN __builtin_nanf("")
-""" + _COMMON + "#endif\n"
-
-# no device libraries (ockl/ocml): clang lowers these builtins to gfx9 instructions itself
-_HIP_MATH = {op: (f"__builtin_{f}", f"__builtin_{d}") for op, (f, d) in _C_MATH.items()}
+""" + _COMMON + _HIP_F64 + "#endif\n"
 
 HIP_ARCHS = ("gfx942", "gfx950")
 
