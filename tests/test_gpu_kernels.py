@@ -32,7 +32,7 @@ def sweep() -> None:
             x.sum(), x.sum(0), x.sum(1), x.max(1), x.min(0), x.mean(), x.std(1), x.argmax(1), x.cumsum(1),
             x.softmax(-1), x.log_softmax(-1), x @ y, x.T.contiguous(), x.reshape(3, 3, 33).permute(2, 0, 1) + 0,
             x.pad(((1, 2), (0, 3))), x[1:5, ::2] * 2, x.flip(0) + 0, x.expand(2, 9, 33) + 0, x.cat(x, dim=0),
-            x[Tensor([0, 3, 8])], nn.LayerNorm(33)(x), 
+            x[Tensor([0, 3, 8])], nn.LayerNorm(33)(x),
             nn.sparse_categorical_crossentropy(x, Tensor(rng.integers(0, 33, 9)))]
     for dt in DTYPES:
         t = Tensor(rng.integers(0, 5, (7, 12))).cast(dt)
