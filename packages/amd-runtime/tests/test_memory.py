@@ -62,10 +62,11 @@ def test_vram_alloc_sequence_and_one_address():
                                              ("ioctl", "MAP_MEMORY_TO_GPU")]
     reserve, alloc, render, map_ = o.platform.trace[mark:]
     assert reserve.args == {"addr": buf.va, "size": 0x1000, "prot": 0}
-    assert alloc.args == {"va_addr": buf.va, "size": 0x1000, "handle": buf.handle, "mmap_offset": render.args["offset"],
-                          "gpu_id": mem.gpu_id, "flags": 0xD0000001}
+    assert alloc.args == {"va_addr": buf.va, "size": 0x1000, "handle": 0, "mmap_offset": 0, "gpu_id": mem.gpu_id,
+                          "flags": 0xD0000001}
+    assert (alloc.out["handle"], alloc.out["mmap_offset"]) == (buf.handle, render.args["offset"])
     assert render.args["addr"] == buf.va
-    assert (map_.args["handle"], map_.args["n_devices"], map_.args["n_success"]) == (buf.handle, 1, 1)
+    assert (map_.args["handle"], map_.args["n_devices"], map_.out["n_success"]) == (buf.handle, 1, 1)
     o.platform.kfd.write(buf.va + 16, b"hello", gpu_id=mem.gpu_id)  # the GPU writes at the VA ...
     assert o.platform.mmio(buf.va + 16, 5).read() == b"hello"  # ... the CPU reads the same address
 
@@ -157,7 +158,7 @@ def test_peer_mapping_and_free_unmaps_everywhere():
         mem0.unmap_from(buf, [mem0.gpu_id])
     mem0.free(buf)
     unmap = o.platform.trace[mark]
-    assert unmap.name == "UNMAP_MEMORY_FROM_GPU" and (unmap.args["n_devices"], unmap.args["n_success"]) == (2, 2)
+    assert unmap.name == "UNMAP_MEMORY_FROM_GPU" and (unmap.args["n_devices"], unmap.out["n_success"]) == (2, 2)
 
 
 def test_peer_without_a_vm_is_refused():
@@ -174,7 +175,7 @@ def test_host_visible_vram_without_large_bar_is_a_memory_error():
     with pytest.raises(MemoryError, match="host-visible VRAM: .* enable Resizable BAR"):
         o.memories[0].alloc(0x1000, cpu_access=True)
     assert calls_since(o.platform, mark) == [("mmap", "anon"), ("ioctl", "ALLOC_MEMORY_OF_GPU"), ("munmap", "anon")]
-    assert o.platform.trace[mark + 1].args == {"errno": 22}
+    assert o.platform.trace[mark + 1].out == {"errno": 22}
     assert o.memories[0].alloc(0x1000).kind == "vram"  # device-only VRAM still works
 
 

@@ -646,11 +646,13 @@ def host_range_mapped(addr: int, size: int) -> bool:
 
 @dataclass(frozen=True)
 class TraceEntry:
-    """One call through the mock platform: op (open/close/ioctl/mmap/munmap), a name, and its arguments."""
+    """One call through the mock platform: op (open/close/ioctl/mmap/munmap), a name, its arguments, and for an
+    ioctl the struct's fields after the call (`out`; {"errno": n} when it failed)."""
 
     op: str
     name: str
     args: dict[str, Any]
+    out: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(eq=False)
@@ -759,13 +761,14 @@ class MockPlatform:
         if kind[0] != "kfd":
             raise _fail(errno.EINVAL, f"ioctl 0x{request:08x} on a render node fd (the mock answers no DRM ioctls)")
         name = k.IOCTL_NAMES.get(request, f"0x{request:08x}")
+        fields = arg.fields if isinstance(arg, k._Args) else dict
+        before = fields()
         try:
             self.kfd.ioctl(request, arg)
         except OSError as e:
-            self.trace.append(TraceEntry("ioctl", name, {"errno": e.errno}))
+            self.trace.append(TraceEntry("ioctl", name, before, {"errno": e.errno}))
             raise
-        fields = arg.fields() if isinstance(arg, k._Args) else {}
-        self.trace.append(TraceEntry("ioctl", name, fields))
+        self.trace.append(TraceEntry("ioctl", name, before, fields()))
 
     def ioctl_names(self) -> list[str]:
         """The names of the ioctls called so far, in order (the contract tests assert these)."""
@@ -859,6 +862,10 @@ class MockPlatform:
             self._drop(m)
         self.trace.append(TraceEntry("munmap", ",".join(m.kind for m in tracked) or "untracked",
                                      {"addr": addr, "size": size}))
+
+    def live_mappings(self) -> list[tuple[str, int, int]]:
+        """(kind, address, size) of every mapping made through this platform and not yet unmapped."""
+        return sorted((m.kind, m.addr, m.size) for m in self._maps.values())
 
     def _mapping_at(self, addr: int, size: int) -> _Mapping:
         for m in self._maps.values():
