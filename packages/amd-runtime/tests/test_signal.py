@@ -205,3 +205,18 @@ def test_timeline_wraps_past_2_31(dev):
     tl.synchronize(dev.events, timeout_ms=100)
     assert (tl.signal, tl.shadow, tl.value, tl.signal.value) == (shadow, first, 1, 0)
     assert first.value == TIMELINE_WRAP and tl.next() == 1
+
+
+def test_a_second_device_shares_the_event_page(dev):
+    platform = MockPlatform([MI300X, MI300X])
+    nodes, kfd = discover_gpus(platform, visible=()), Kfd.open(platform)
+    mems = [GpuMemory(kfd, n.gpu_id, kfd.open_gpu(n.gpu_id, n.render_minor), f"AMD:{i}") for i, n in enumerate(nodes)]
+    first = DeviceEvents.create(kfd, mems[0], "AMD:0")
+    second = DeviceEvents.create(kfd, mems[1], "AMD:1", event_page=first.event_page)
+    assert first.event_page.mapped_gpus == [nodes[0].gpu_id, nodes[1].gpu_id]
+    assert (second.slot, second.mailbox_va) == (1, first.mailbox_va + 8)
+    registered = [t.args["event_page_offset"] for t in platform.trace if t.name == "CREATE_EVENT"]
+    assert registered == [first.event_page.handle, 0, 0, 0, 0, 0]  # only the first CREATE_EVENT sets the page
+    platform.kfd.write_u64(second.mailbox_va, second.event_id, gpu_id=nodes[1].gpu_id)  # AMD:1's queue signals
+    platform.kfd.signal_interrupt(nodes[1].gpu_id)
+    assert [platform.kfd.events[e].signaled for e in (first.event_id, second.event_id)] == [False, True]

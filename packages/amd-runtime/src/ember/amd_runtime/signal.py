@@ -200,10 +200,14 @@ class DeviceEvents:
     @classmethod
     def create(cls, kfd: Kfd, memory: GpuMemory, device: str, event_page: GpuBuffer | None = None) -> DeviceEvents:
         """Events for a device. Without `event_page` this allocates the process's event page (uncached, 0x8000
-        bytes) on `memory`'s GPU and registers it; later devices pass that page (mapped into their GPU)."""
-        register = event_page is None
-        page = memory.alloc(EVENT_PAGE_SIZE, uncached=True, cpu_access=True) if event_page is None else event_page
-        return cls(kfd, device, page, register, kfd.platform.spin_wait_ms)
+        bytes) on `memory`'s GPU and registers it; later devices pass that page, which is then mapped into their
+        GPU too (their queues write its mailboxes). Free the page (through its owner's memory) after every
+        device's events are closed."""
+        if event_page is None:
+            return cls(kfd, device, memory.alloc(EVENT_PAGE_SIZE, uncached=True, cpu_access=True), True,
+                       kfd.platform.spin_wait_ms)
+        memory.map_to(event_page, [memory.gpu_id])
+        return cls(kfd, device, event_page, False, kfd.platform.spin_wait_ms)
 
     @property
     def mailbox_va(self) -> int:

@@ -183,8 +183,8 @@ def read_nodes(platform: Platform) -> list[GpuNode]:
         if gpu_id == 0:
             continue  # a CPU node
         props = parse_properties(platform.read_text(f"{TOPOLOGY_NODES}/{entry}/properties"))
-        node = GpuNode(int(entry), gpu_id, props)
-        nodes.append(GpuNode(node.node, gpu_id, props, read_ip_versions(platform, node.sysfs_device)))
+        sysfs_device = f"/sys/class/drm/renderD{props.get('drm_render_minor', 0)}/device"
+        nodes.append(GpuNode(int(entry), gpu_id, props, read_ip_versions(platform, sysfs_device)))
     return nodes
 
 
