@@ -58,7 +58,8 @@ def _encodings() -> list[tuple[str, list[tuple[int, ...]]]]:
             if (prefix != "global" and name.startswith("load_lds")) or (prefix == "scratch" and "atomic" in name):
                 continue
             sve = 1 << 13 if prefix == "scratch" else 0
-            out.append((f"{prefix}_{name}", [(0xDC000000 | op << 18 | seg << 14 | sve | sc, 2 | d << 8 | sa << 16 | v << 24)
+            word0 = 0xDC000000 | op << 18 | seg << 14 | sve
+            out.append((f"{prefix}_{name}", [(word0 | sc, 2 | d << 8 | sa << 16 | v << 24)
                                              for sc in (0, 1 << 16) for sa in (0x7F, 0)
                                              for d, v in ((4, 0), (0, 6), (4, 6), (0, 0))]))
     for op, name in tables.MUBUF.items():
