@@ -1,6 +1,7 @@
 """Signals, the signal pool, the timeline and the KFD events waits sleep on, against the mock KFD. The "GPU" here is a
 progress hook that writes memory and raises interrupts the way the fake command processor will."""
 
+import threading
 import time
 from dataclasses import dataclass
 
@@ -220,3 +221,19 @@ def test_a_second_device_shares_the_event_page(dev):
     platform.kfd.write_u64(second.mailbox_va, second.event_id, gpu_id=nodes[1].gpu_id)  # AMD:1's queue signals
     platform.kfd.signal_interrupt(nodes[1].gpu_id)
     assert [platform.kfd.events[e].signaled for e in (first.event_id, second.event_id)] == [False, True]
+
+
+def test_a_gpu_thread_wakes_the_wait(dev):
+    sig = dev.pool.new()
+
+    def gpu_thread():
+        time.sleep(0.02)
+        with dev.platform.kfd.lock:  # a threaded fake GPU holds the driver lock while it touches memory and events
+            dev.gpu_signal(sig, 1)
+
+    worker = threading.Thread(target=gpu_thread)
+    start = time.monotonic()
+    worker.start()
+    sig.wait(1, timeout_ms=2000, waiter=dev.events)
+    worker.join()
+    assert 0.02 <= time.monotonic() - start < 0.15  # woken by the interrupt, not at the end of a 200 ms sleep

@@ -16,6 +16,8 @@ Hooks for the fake GPU:
   * `FakeKfd.signal_interrupt(gpu_id, context_id)`: the CP/SDMA raised an interrupt (RELEASE_MEM int_sel=2, TRAP);
     signal events whose mailbox slot was written become signaled.
   * `FakeKfd.raise_memory_fault(gpu_id, va, write)` / `raise_hw_exception(gpu_id)`: wake exception events.
+A fake GPU running on its own thread holds `FakeKfd.lock` (reentrant) around what it does; ioctls and the memory
+API take it too, and WAIT_EVENTS lets go of it while it sleeps.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import errno
 import mmap as _mmap
 import os
 import struct
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -195,6 +198,7 @@ class FakeKfd:
         self.on_doorbell: list[Callable[[MockQueue, int], None]] = []
         self.progress_hooks: list[Callable[[], bool]] = []
         self.wait_poll_s = 0.001  # how often an idle WAIT_EVENTS rechecks (a threaded fake GPU may set events)
+        self.lock = threading.RLock()
         self._handlers: dict[int, Callable[[Any], None]] = {
             k.AMDKFD_IOC_GET_VERSION: self._get_version, k.AMDKFD_IOC_ACQUIRE_VM: self._acquire_vm,
             k.AMDKFD_IOC_RUNTIME_ENABLE: self._runtime_enable, k.AMDKFD_IOC_ALLOC_MEMORY_OF_GPU: self._alloc,
@@ -221,7 +225,8 @@ class FakeKfd:
         if type(arg) is not expected:
             raise _fail(errno.EINVAL, f"{k.IOCTL_NAMES[request]}: argument is {type(arg).__name__}, expected "
                                       f"{expected.__name__}")
-        handler(arg)
+        with self.lock:
+            handler(arg)
 
     def _gpu(self, gpu_id: int, what: str, need_vm: bool = True) -> MockGpu:
         gpu = self.gpus.get(gpu_id)
@@ -393,18 +398,21 @@ class FakeKfd:
 
     def read(self, va: int, nbytes: int, gpu_id: int | None = None) -> bytes:
         """`nbytes` at GPU VA `va` as `gpu_id` (default: any GPU) sees them; GpuPageFault where unmapped."""
-        return b"".join(bytes(s) for s in self._segments(va, nbytes, gpu_id, False))
+        with self.lock:
+            return b"".join(bytes(s) for s in self._segments(va, nbytes, gpu_id, False))
 
     def write(self, va: int, data: bytes | bytearray | memoryview, gpu_id: int | None = None) -> None:
         """Store `data` at GPU VA `va` (all of it checked first, so a fault writes nothing)."""
-        segs, pos, raw = self._segments(va, len(data), gpu_id, True), 0, memoryview(data).cast("B")
-        for s in segs:
-            s[:] = raw[pos:pos + len(s)]
-            pos += len(s)
+        with self.lock:
+            segs, pos, raw = self._segments(va, len(data), gpu_id, True), 0, memoryview(data).cast("B")
+            for s in segs:
+                s[:] = raw[pos:pos + len(s)]
+                pos += len(s)
 
     def view(self, va: int, nbytes: int, gpu_id: int | None = None, write: bool = False) -> memoryview:
         """A zero-copy byte view of `nbytes` at `va` inside one BO (rings, signals)."""
-        segs = self._segments(va, nbytes, gpu_id, write)
+        with self.lock:
+            segs = self._segments(va, nbytes, gpu_id, write)
         if len(segs) != 1:
             raise GpuPageFault(va, nbytes, write, gpu_id=gpu_id)
         return segs[0]
@@ -475,33 +483,36 @@ class FakeKfd:
     def signal_interrupt(self, gpu_id: int | None = None, context_id: int | None = None) -> None:
         """An interrupt from the GPU (RELEASE_MEM int_sel=2, SDMA TRAP): set the signal events whose mailbox slot was
         written, resetting the slot. `context_id` names the event to check first (gfx9 passes 0: scan them all)."""
-        if self.event_page is None:
-            return
-        slots = self._slot_view()
-        ids = [context_id] if context_id in self.events and context_id else list(self.events)
-        for event_id in ids:
-            ev = self.events[event_id]
-            if ev.event_type in (k.EventType.SIGNAL, k.EventType.DEBUG_EVENT) and \
-                    slots[event_id] != k.UNSIGNALED_EVENT_SLOT:
-                slots[event_id] = k.UNSIGNALED_EVENT_SLOT
-                ev.signaled = True
+        with self.lock:
+            if self.event_page is None:
+                return
+            slots = self._slot_view()
+            ids = [context_id] if context_id in self.events and context_id else list(self.events)
+            for event_id in ids:
+                ev = self.events[event_id]
+                if ev.event_type in (k.EventType.SIGNAL, k.EventType.DEBUG_EVENT) and \
+                        slots[event_id] != k.UNSIGNALED_EVENT_SLOT:
+                    slots[event_id] = k.UNSIGNALED_EVENT_SLOT
+                    ev.signaled = True
 
     def raise_memory_fault(self, gpu_id: int, va: int, write: bool = False) -> None:
         """A GPU VM fault: every MEMORY event fires with the faulting VA."""
-        for ev in self.events.values():
-            if ev.event_type == k.EventType.MEMORY:
-                ev.signaled, ev.memory_fault = True, (gpu_id, va, write)
+        with self.lock:
+            for ev in self.events.values():
+                if ev.event_type == k.EventType.MEMORY:
+                    ev.signaled, ev.memory_fault = True, (gpu_id, va, write)
 
     def raise_hw_exception(self, gpu_id: int, reset_cause: int = 0) -> None:
         """A GPU hang/reset: every HW_EXCEPTION event fires."""
-        for ev in self.events.values():
-            if ev.event_type == k.EventType.HW_EXCEPTION:
-                ev.signaled, ev.hw_exception = True, (gpu_id, reset_cause)
+        with self.lock:
+            for ev in self.events.values():
+                if ev.event_type == k.EventType.HW_EXCEPTION:
+                    ev.signaled, ev.hw_exception = True, (gpu_id, reset_cause)
 
     def progress(self) -> bool:
         """Run the fake GPU's progress hooks until none does work; True if any did."""
         any_work = False
-        while any(hook() for hook in list(self.progress_hooks)):
+        while any([hook() for hook in list(self.progress_hooks)]):  # every hook each round, until all are idle
             any_work = True
         return any_work
 
@@ -532,7 +543,11 @@ class FakeKfd:
             if time.monotonic() >= deadline:
                 a.wait_result = k.WaitResult.TIMEOUT
                 return
-            time.sleep(min(self.wait_poll_s, max(deadline - time.monotonic(), 0)))
+            self.lock.release()  # a GPU thread may run (and set events) while the host sleeps
+            try:
+                time.sleep(min(self.wait_poll_s, max(deadline - time.monotonic(), 0)))
+            finally:
+                self.lock.acquire()
 
     # ---- queues ------------------------------------------------------------------------------------------------
 
@@ -622,9 +637,10 @@ class FakeKfd:
 
     def doorbell_rung(self, queue: MockQueue, value: int) -> None:
         """A doorbell store: record it and tell the fake GPU (the `on_doorbell` callbacks)."""
-        queue.doorbell_value = value
-        for callback in list(self.on_doorbell):
-            callback(queue, value)
+        with self.lock:
+            queue.doorbell_value = value
+            for callback in list(self.on_doorbell):
+                callback(queue, value)
 
 
 def host_range_mapped(addr: int, size: int) -> bool:
@@ -797,6 +813,10 @@ class MockPlatform:
                     bo.host_gone = True
 
     def mmap(self, addr: int, size: int, prot: int, flags: int, fd: int, offset: int) -> int:
+        with self.kfd.lock:
+            return self._mmap(addr, size, prot, flags, fd, offset)
+
+    def _mmap(self, addr: int, size: int, prot: int, flags: int, fd: int, offset: int) -> int:
         if size <= 0 or size % PAGE_SIZE:
             raise _fail(errno.EINVAL, f"mmap size 0x{size:x} must be a positive multiple of 0x{PAGE_SIZE:x}")
         if fd == -1:
@@ -852,6 +872,10 @@ class MockPlatform:
         return res
 
     def munmap(self, addr: int, size: int) -> None:
+        with self.kfd.lock:
+            self._munmap(addr, size)
+
+    def _munmap(self, addr: int, size: int) -> None:
         tracked = self._overlaps(addr, size)
         for m in tracked:
             if m.addr < addr or m.addr + m.size > addr + size:
