@@ -81,6 +81,26 @@ G mfmab(float* d, const short* a, const short* b) { int l = TID; s4 av, bv;
   for (int q = 0; q < 4; q++) { av[q] = a[(l%16)*16 + 4*(l/16)+q]; bv[q] = b[(4*(l/16)+q)*16 + l%16]; }
   f4 c = {1,1,1,1}; c = __builtin_amdgcn_mfma_f32_16x16x16bf16_1k(av, bv, c, 0, 0, 0);
   for (int q = 0; q < 4; q++) d[(4*(l/16)+q)*16 + l%16] = c[q]; }
+G grid3d(int* o) { int x = TID, y = __builtin_amdgcn_workitem_id_y(), z = __builtin_amdgcn_workitem_id_z();
+  int gx = BID, gy = __builtin_amdgcn_workgroup_id_y(), gz = __builtin_amdgcn_workgroup_id_z();
+  int X = gx*4 + x, Y = gy*4 + y, Z = gz*2 + z; o[(Z*8 + Y)*8 + X] = X*10000 + Y*100 + Z; }
+G blockdim(int* o) { const unsigned short* p = (const unsigned short*)__builtin_amdgcn_dispatch_ptr();
+  int bs = p[2]; o[BID*bs + TID] = bs * 1000 + TID; }
+G collatz(int* o, const int* a) { int i = BID*256+TID; unsigned x = a[i]; int steps = 0;
+  while (x > 1) { x = (x & 1) ? 3*x + 1 : x / 2; steps++; } o[i] = steps; }
+G histo(int* o, const int* a) { __attribute__((shared)) int h[16]; int t = TID; if (t < 16) h[t] = 0; BAR
+  __hip_atomic_fetch_add(&h[a[BID*256+t] & 15], 1, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_WORKGROUP); BAR
+  if (t < 16) o[BID*16+t] = h[t]; }
+G priv(float* o, const float* a, const int* idx) { float arr[96]; int i = BID*256+TID;
+  for (int k = 0; k < 96; k++) arr[k] = a[i] * k; o[i] = arr[idx[i] % 96] + arr[(idx[i] * 7) % 96]; }
+G dpp(int* o, const int* a) { int i = BID*256+TID; int v = a[i];
+  o[i] = __builtin_amdgcn_update_dpp(-1, v, 0x111, 0xf, 0xf, false) + __builtin_amdgcn_mov_dpp(v, 0xb1, 0xf, 0xf, true); }
+G generic(float* o) { __attribute__((shared, aligned(16))) float sm[256]; int t = TID;
+  float* p = (t & 1) ? &sm[t] : &o[BID*256 + t]; *p = (float)t; BAR
+  if (t & 1) o[BID*256 + t] = sm[t] * 2.0f; }
+G div64(long* q, long* r, const long* a, const long* b) { int i = BID*256+TID; q[i] = a[i] / b[i]; r[i] = a[i] % b[i]; }
+G dmath(double* o, const double* a, const double* b) { int i = BID*256+TID;
+  o[2*i] = a[i] / b[i]; o[2*i+1] = __builtin_sqrt(a[i]); }
 G minmax(float* o, const float* a, const float* b) { int i = BID*256+TID; float x = a[i], y = b[i];
   o[3*i] = __builtin_fmaxf(x, y); o[3*i+1] = __builtin_fminf(x, y); o[3*i+2] = __builtin_floorf(x * 10.0f); }
 """
@@ -351,3 +371,119 @@ def test_decoder_agrees_with_objdump_on_compiled_code(code: CodeObject, hsaco: P
         assert ins.size == 4 * len(words), line
         checked += 1
     assert checked > 500
+
+
+def test_3d_grid_ids(code: CodeObject) -> None:
+    gpu = Gpu(code)
+    po = gpu.empty(8 * 8 * 4, np.int32)
+    gpu.run("grid3d", po, grid=(8, 8, 4), block=(4, 4, 2))
+    z, y, x = np.meshgrid(np.arange(4), np.arange(8), np.arange(8), indexing="ij")
+    np.testing.assert_array_equal(gpu.read(po, np.int32, 256), (x * 10000 + y * 100 + z).reshape(-1))
+
+
+def test_dispatch_packet_pointer(code: CodeObject) -> None:
+    gpu = Gpu(code)
+    packet = np.zeros(64, np.uint8)
+    packet[4:10] = np.array([128, 1, 1], np.uint16).view(np.uint8)  # workgroup_size_x/y/z
+    po = gpu.empty(256, np.int32)
+    gpu.run("blockdim", po, grid=(256,), block=(128,), dispatch_ptr=gpu.buf(packet))
+    np.testing.assert_array_equal(gpu.read(po, np.int32, 256), 128000 + np.arange(256) % 128)
+    with pytest.raises(ValueError, match="pass dispatch_ptr"):
+        gpu.run("blockdim", po, grid=(256,), block=(128,))
+
+
+def test_divergent_loop(code: CodeObject) -> None:
+    gpu = Gpu(code)
+    a = rng.integers(1, 5000, 256).astype(np.int32)
+    po = gpu.empty(256, np.int32)
+    gpu.run("collatz", po, gpu.buf(a), grid=(256,))
+    ref = []
+    for x in a.tolist():
+        n = 0
+        while x > 1:
+            x, n = (3 * x + 1 if x & 1 else x // 2), n + 1
+        ref.append(n)
+    np.testing.assert_array_equal(gpu.read(po, np.int32, 256), ref)
+
+
+def test_lds_atomics_histogram(code: CodeObject) -> None:
+    gpu = Gpu(code)
+    a = rng.integers(0, 1000, 512).astype(np.int32)
+    po = gpu.empty(32, np.int32)
+    gpu.run("histo", po, gpu.buf(a), grid=(512,))
+    ref = [np.bincount(part & 15, minlength=16) for part in a.reshape(2, 256)]
+    np.testing.assert_array_equal(gpu.read(po, np.int32, 32), np.concatenate(ref))
+
+
+def test_private_array_in_scratch(code: CodeObject) -> None:
+    assert code.kernel("priv").descriptor.private_segment_fixed_size > 0
+    gpu = Gpu(code)
+    a = rng.standard_normal(256).astype(np.float32)
+    idx = rng.integers(0, 10000, 256).astype(np.int32)
+    po = gpu.empty(256, np.float32)
+    gpu.run("priv", po, gpu.buf(a), gpu.buf(idx), grid=(256,))
+    ref = a * (idx % 96).astype(np.float32) + a * ((idx * 7) % 96).astype(np.float32)
+    np.testing.assert_array_equal(gpu.read(po, np.float32, 256), ref)
+
+
+def test_dpp_builtins(code: CodeObject) -> None:
+    gpu = Gpu(code)
+    a = rng.integers(-1000, 1000, 256).astype(np.int32)
+    po = gpu.empty(256, np.int32)
+    gpu.run("dpp", po, gpu.buf(a), grid=(256,))
+    lane = np.arange(256)
+    shr = np.where(lane % 16 == 0, -1, a[lane - 1])  # row_shr:1 keeps `old` (-1) where there is no source
+    np.testing.assert_array_equal(gpu.read(po, np.int32, 256), shr + a[lane ^ 1])
+
+
+def test_generic_pointer_into_lds(code: CodeObject) -> None:
+    gpu = Gpu(code)
+    po = gpu.empty(256, np.float32)
+    gpu.run("generic", po, grid=(256,))
+    t = np.arange(256, dtype=np.float32)
+    np.testing.assert_array_equal(gpu.read(po, np.float32, 256), np.where(t % 2 == 1, 2 * t, t))
+
+
+def test_64bit_integer_division(code: CodeObject) -> None:
+    gpu = Gpu(code)
+    a = rng.integers(-2**62, 2**62, 256, dtype=np.int64)
+    b = rng.integers(-2**40, 2**40, 256, dtype=np.int64)
+    b[:128] = rng.integers(-1000, 1000, 128)
+    b[b == 0] = 3
+    pq, pr = gpu.empty(256, np.int64), gpu.empty(256, np.int64)
+    gpu.run("div64", pq, pr, gpu.buf(a), gpu.buf(b), grid=(256,))
+    q = [int(x / y) if abs(x) < 2**52 else (abs(int(x)) // abs(int(y))) * (1 if (x < 0) == (y < 0) else -1)
+         for x, y in zip(a.tolist(), b.tolist())]
+    np.testing.assert_array_equal(gpu.read(pq, np.int64, 256), q)
+    np.testing.assert_array_equal(gpu.read(pr, np.int64, 256), a - np.array(q) * b)
+
+
+def test_double_division_and_sqrt(code: CodeObject) -> None:
+    gpu = Gpu(code)
+    a = np.abs(rng.standard_normal(256)) * 1e3
+    b = rng.standard_normal(256)
+    po = gpu.empty(512, np.float64)
+    gpu.run("dmath", po, gpu.buf(a), gpu.buf(b), grid=(256,))
+    out = gpu.read(po, np.float64, 512).reshape(256, 2)
+    np.testing.assert_array_equal(out[:, 0], a / b)
+    np.testing.assert_array_equal(out[:, 1], np.sqrt(a))
+
+
+def test_flush_denormals_kernel(tmp_path_factory: pytest.TempPathFactory) -> None:
+    src = PRELUDE + "G mul(float* c, const float* a, const float* b) { int i = TID; c[i] = a[i] * b[i]; }\n"
+    cache = tmp_path_factory.mktemp("ftz")
+    key = cache / "ftz.hip"
+    key.write_text(src)
+    out = cache / "ftz.o"
+    subprocess.run([CLANG, "-x", "hip", "--offload-arch=gfx942", "--cuda-device-only", "--no-gpu-bundle-output",
+                    "-nogpulib", "-nogpuinc", "-O3", "-fgpu-flush-denormals-to-zero", "-c", str(key), "-o", str(out)],
+                   check=True)
+    code = load_code_object(out.read_bytes(), arch="gfx942")
+    assert code.kernel("mul").descriptor.float_denorm_mode_32 == 0
+    gpu = Gpu(code)
+    a = np.array([1e-39, 1e-20, 3.0, -1e-39] * 16, np.float32)
+    b = np.array([1.0, 1e-20, 2.0, 1.0] * 16, np.float32)
+    pc = gpu.empty(64, np.float32)
+    gpu.run("mul", pc, gpu.buf(a), gpu.buf(b), grid=(64,), block=(64,))
+    c = gpu.read(pc, np.float32, 64)
+    assert list(c[:4]) == [0.0, 0.0, 6.0, 0.0] and np.signbit(c[3])
