@@ -8,6 +8,8 @@
  * CUDA_ERROR_INVALID_VALUE. Settings (read by cuInit): FAKE_CUDA_DEVICES (default 1), FAKE_CUDA_CC (default 90),
  * FAKE_CUDA_HANG=1 (streams and recorded events never complete), FAKE_CUDA_INIT_ERROR (cuInit's result).
  *
+ * The parameter layout (cuFuncGetParamInfo, and how many bytes a launch reads behind each kernelParams pointer) is
+ * the cubin's own, from its .nv.info.<kernel> section.
  * Kernels executed: add(float *out, const float *a, const float *b, int n): out[i] = a[i] + b[i];
  *                   iota64(long long *out, long long start): out[i] = start + i (i < grid * block).
  */
@@ -66,7 +68,7 @@ typedef struct { int live, recorded, flags; double t; } event_t;
 static event_t events[4096];
 typedef struct { int live; unsigned char *image; size_t size; } module_t;
 static module_t modules[256];
-typedef struct { int module; char name[128]; } function_t;
+typedef struct { int module; char name[128]; int nparams; size_t sizes[64], offsets[64]; } function_t;
 static function_t functions[1024];
 static int nstreams, nevents, nmodules, nfunctions;
 
@@ -77,6 +79,7 @@ static int valid_stream(void *s) { return CHECK_HANDLE(streams, nstreams, s, "st
 static int valid_event(void *e) { return CHECK_HANDLE(events, nevents, e, "event") && ((event_t *)e)->live; }
 static int valid_function(void *f) { return CHECK_HANDLE(functions, nfunctions, f, "function"); }
 static void *current;
+static int read_params(const module_t *m, const char *name, function_t *fn);
 
 /* *** init, errors, devices *** */
 CUresult cuInit(unsigned int flags) {
@@ -306,6 +309,7 @@ CUresult cuModuleGetFunction(void **f, void *mod, const char *name) {
   function_t *fn = &functions[nfunctions++];
   fn->module = (int)(m - modules);
   snprintf(fn->name, sizeof fn->name, "%s", name);
+  if (read_params(m, name, fn) < 0) VIOLATION("cuModuleGetFunction %s: unreadable parameter table", name);
   *f = fn;
   return OK;
 }
@@ -321,21 +325,59 @@ CUresult cuFuncSetAttribute(void *f, int attr, int value) {
   logline("cuFuncSetAttribute attr=%d value=%d", attr, value);
   return OK;
 }
-static int layout(const char *name, size_t *sizes) {
-  if (!strcmp(name, "add")) { sizes[0] = sizes[1] = sizes[2] = 8; sizes[3] = 4; return 4; }
-  if (!strcmp(name, "iota64")) { sizes[0] = sizes[1] = 8; return 2; }
-  return -1;
+/* The kernel's parameters as the cubin lists them: section ".nv.info.<name>" holds attributes of 4 bytes, or for
+ * format 4 (EIFMT_SVAL) a 16-bit size and that many bytes; EIATTR_KPARAM_INFO (0x17) is
+ * {u32 index; u16 ordinal; u16 offset; u32 flags}, the size in bytes in bits 18..31 of flags. */
+static int read_params(const module_t *m, const char *name, function_t *fn) {
+  const unsigned char *b = m->image;
+  uint64_t shoff;
+  uint16_t shentsize, shnum, shstrndx;
+  memcpy(&shoff, b + 40, 8);
+  memcpy(&shentsize, b + 58, 2);
+  memcpy(&shnum, b + 60, 2);
+  memcpy(&shstrndx, b + 62, 2);
+  uint64_t stroff;
+  memcpy(&stroff, b + shoff + (size_t)shstrndx * shentsize + 24, 8);
+  char want[160];
+  snprintf(want, sizeof want, ".nv.info.%s", name);
+  fn->nparams = 0;
+  for (int i = 0; i < shnum; i++) {
+    const unsigned char *sh = b + shoff + (size_t)i * shentsize;
+    uint32_t name_off;
+    uint64_t off, size;
+    memcpy(&name_off, sh, 4);
+    memcpy(&off, sh + 24, 8);
+    memcpy(&size, sh + 32, 8);
+    if (strcmp((const char *)b + stroff + name_off, want) != 0) continue;
+    for (uint64_t p = off; p + 4 <= off + size;) {
+      unsigned fmt = b[p], attr = b[p + 1];
+      uint16_t len = 0;
+      if (fmt == 4) memcpy(&len, b + p + 2, 2);
+      if (fmt == 4 && attr == 0x17 && len >= 12) {
+        uint16_t ordinal, offset;
+        uint32_t flags;
+        memcpy(&ordinal, b + p + 8, 2);
+        memcpy(&offset, b + p + 10, 2);
+        memcpy(&flags, b + p + 12, 4);
+        if (ordinal >= 64) return -1;
+        fn->sizes[ordinal] = (flags >> 18) & 0x3fff;
+        fn->offsets[ordinal] = offset;
+        if (ordinal + 1 > fn->nparams) fn->nparams = ordinal + 1;
+      }
+      p += fmt == 4 ? 4 + (uint64_t)len : 4;
+    }
+    return fn->nparams;
+  }
+  return 0;  /* no info section: a kernel without parameters */
 }
+
 CUresult cuFuncGetParamInfo(void *f, size_t index, size_t *offset, size_t *size) {
   NEED_INIT();
   if (!valid_function(f) || !offset || !size) VIOLATION("cuFuncGetParamInfo: function %p", f);
-  size_t sizes[16];
-  int n = layout(((function_t *)f)->name, sizes);
-  if (n < 0) return NOT_SUPPORTED;
-  if (index >= (size_t)n) return INVALID_VALUE;
-  *offset = 0;
-  for (size_t i = 0; i < index; i++) *offset += sizes[i];
-  *size = sizes[index];
+  function_t *fn = f;
+  if (index >= (size_t)fn->nparams) return INVALID_VALUE;
+  *offset = fn->offsets[index];
+  *size = fn->sizes[index];
   return OK;
 }
 
@@ -348,19 +390,20 @@ CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned
     VIOLATION("cuLaunchKernel: grid %u,%u,%u block %u,%u,%u", gx, gy, gz, bx, by, bz);
   if (!params || extra) VIOLATION("cuLaunchKernel: kernelParams %p extra %p", (void *)params, (void *)extra);
   function_t *fn = f;
-  char args[512] = "";
-  size_t sizes[16];
-  int n = layout(fn->name, sizes);
-  for (int i = 0; i < n; i++) {
+  char args[2048] = "";
+  for (int i = 0; i < fn->nparams; i++) {
     char one[40];
-    long long v = sizes[i] == 4 ? *(int *)params[i] : *(long long *)params[i];
+    size_t size = fn->sizes[i];
+    if (size != 1 && size != 2 && size != 4 && size != 8) VIOLATION("cuLaunchKernel %s: param %d of %zu bytes", fn->name, i, size);
+    long long v = size == 1 ? *(signed char *)params[i] : size == 2 ? *(short *)params[i]
+                : size == 4 ? *(int *)params[i] : *(long long *)params[i];
     snprintf(one, sizeof one, "%s%lld", i ? "," : "", v);
     strncat(args, one, sizeof args - strlen(args) - 1);
   }
   logline("cuLaunchKernel %s grid=%u,%u,%u block=%u,%u,%u shared=%u args=%s", fn->name, gx, gy, gz, bx, by, bz,
           shared, args);
   size_t threads = (size_t)gx * gy * gz * bx * by * bz;
-  if (!strcmp(fn->name, "add")) {
+  if (!strcmp(fn->name, "add") && fn->nparams == 4) {
     float *out = (float *)(uintptr_t)*(uint64_t *)params[0], *a = (float *)(uintptr_t)*(uint64_t *)params[1],
           *b = (float *)(uintptr_t)*(uint64_t *)params[2];
     size_t count = (size_t)*(int *)params[3];
@@ -369,7 +412,7 @@ CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned
         !find_alloc((uintptr_t)b, count * 4, DEVICE_MEM))
       VIOLATION("cuLaunchKernel add: a buffer is not device memory of %zu floats", count);
     for (size_t i = 0; i < count; i++) out[i] = a[i] + b[i];
-  } else if (!strcmp(fn->name, "iota64")) {
+  } else if (!strcmp(fn->name, "iota64") && fn->nparams == 2) {
     long long *out = (long long *)(uintptr_t)*(uint64_t *)params[0], start = *(long long *)params[1];
     if (!find_alloc((uintptr_t)out, threads * 8, DEVICE_MEM)) VIOLATION("cuLaunchKernel iota64: out too small");
     for (size_t i = 0; i < threads; i++) out[i] = start + (long long)i;
