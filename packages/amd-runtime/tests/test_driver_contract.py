@@ -471,3 +471,13 @@ def test_gpu_writes_fault_on_read_only_memory():
     assert d.platform.kfd.read(va, 4) == b"\0\0\0\0"
     with pytest.raises(GpuPageFault, match=f"write of 4 bytes at 0x{va:x} is not mapped writable"):
         d.platform.kfd.write(va, b"abcd")
+
+
+def test_userptr_pages_unmapped_under_the_bo_fault_on_the_gpu():
+    d = open_device()
+    buf = d.memory.alloc(0x1000, host=True)
+    assert d.platform.kfd.read(buf.va, 4) == b"\0\0\0\0"
+    d.platform.munmap(buf.va, buf.size)  # the CPU pages go away while KFD still maps them
+    with pytest.raises(GpuPageFault, match=f"read of 4 bytes at 0x{buf.va:x} is not mapped") as e:
+        d.platform.kfd.read(buf.va, 4)
+    assert e.value.address == buf.va

@@ -389,7 +389,7 @@ class FakeKfd:
         out, addr, end = [], va, va + nbytes
         while addr < end:
             bo = next((b for g in gpus if (b := g.lookup(addr)) is not None), None)
-            if bo is None or (write and not bo.flags & k.AllocFlag.WRITABLE):
+            if bo is None or bo.host_gone or (write and not bo.flags & k.AllocFlag.WRITABLE):
                 raise GpuPageFault(addr, nbytes, write, gpu_id=gpu_id)
             take = min(end, bo.va + bo.size) - addr
             out.append(bo.host_view()[addr - bo.va:addr - bo.va + take])
