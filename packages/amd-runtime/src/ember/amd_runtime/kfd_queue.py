@@ -203,14 +203,15 @@ def create_queue(kfd: Kfd, memory: GpuMemory, node: GpuNode, doorbells: Doorbell
         for buf in reversed(owned):
             memory.free(buf)
         raise
-    queue = KfdQueue(args.queue_id, queue_type, node.gpu_id, xcc_id, ring, ring_size, gart, rptr_va, wptr_va, 0,
-                     None, eop, cwsr, sizes)  # type: ignore[arg-type]
     try:
-        queue.doorbell_va, queue.doorbell = doorbells.doorbell(node.gpu_id, args.doorbell_offset)
+        doorbell_va, doorbell = doorbells.doorbell(node.gpu_id, args.doorbell_offset)
     except BaseException:
-        destroy_queue(kfd, memory, queue)
+        kfd.destroy_queue(args.queue_id)
+        for buf in reversed(owned):
+            memory.free(buf)
         raise
-    return queue
+    return KfdQueue(args.queue_id, queue_type, node.gpu_id, xcc_id, ring, ring_size, gart, rptr_va, wptr_va,
+                    doorbell_va, doorbell, eop, cwsr, sizes)
 
 
 def destroy_queue(kfd: Kfd, memory: GpuMemory, queue: KfdQueue) -> None:
