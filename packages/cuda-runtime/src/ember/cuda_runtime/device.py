@@ -150,15 +150,15 @@ class CUDAProgram(Program):
         self.max_threads = ctx.function_attribute(self.function, FUNC_MAX_THREADS_PER_BLOCK)
         self.param_sizes = ctx.parameter_sizes(self.function)
         self._events: tuple[ctypes.c_void_p, ctypes.c_void_p] | None = None
+        # (global_size, local_size) -> (grid, block), checked against the limits once per shape
+        self._launch_dims: dict[tuple[Any, Any], tuple[tuple[int, int, int], tuple[int, int, int]]] = {}
 
     def launch(self, bufs: list[Any], global_size: tuple[int, ...], local_size: tuple[int, ...] | None,
                vals: tuple[int, ...], wait: bool) -> float | None:
         ctx = self.context
-        grid = _dims("global_size", global_size, ctx.max_grid, self.name)
-        block = _dims("local_size", local_size or (1,), ctx.max_block, self.name)
-        if (threads := math.prod(block)) > self.max_threads:
-            raise ValueError(f"{self.name}: local_size {block} is {threads} threads; this kernel allows "
-                             f"{self.max_threads} per block")
+        if (dims := self._launch_dims.get((global_size, local_size))) is None:
+            dims = self._launch_dims[(global_size, local_size)] = self._check_dims(global_size, local_size)
+        grid, block = dims
         args = self._arguments(bufs, vals)
         params = (ctypes.c_void_p * len(args))(*(ctypes.addressof(a) for a in args))
         if 0 in grid or 0 in block:
@@ -174,6 +174,16 @@ class CUDAProgram(Program):
         ctx.record(end)
         ctx.wait_event(end, f"kernel {self.name}")
         return ctx.elapsed(start, end)
+
+    def _check_dims(self, global_size: tuple[int, ...], local_size: tuple[int, ...] | None) \
+            -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+        ctx = self.context
+        grid = _dims("global_size", global_size, ctx.max_grid, self.name)
+        block = _dims("local_size", local_size or (1,), ctx.max_block, self.name)
+        if (threads := math.prod(block)) > self.max_threads:
+            raise ValueError(f"{self.name}: local_size {block} is {threads} threads; this kernel allows "
+                             f"{self.max_threads} per block")
+        return grid, block
 
     def _arguments(self, bufs: list[Any], vals: tuple[int, ...]) -> list[ctypes.c_uint64 | ctypes.c_int32
                                                                           | ctypes.c_int64]:
