@@ -19,6 +19,7 @@ from ember.amd_runtime.mock.isa import (
     MemoryFault,
     Program,
     SparseMemory,
+    run_aql_dispatch,
     run_dispatch,
 )
 
@@ -94,7 +95,8 @@ G histo(int* o, const int* a) { __attribute__((shared)) int h[16]; int t = TID; 
 G priv(float* o, const float* a, const int* idx) { float arr[96]; int i = BID*256+TID;
   for (int k = 0; k < 96; k++) arr[k] = a[i] * k; o[i] = arr[idx[i] % 96] + arr[(idx[i] * 7) % 96]; }
 G dpp(int* o, const int* a) { int i = BID*256+TID; int v = a[i];
-  o[i] = __builtin_amdgcn_update_dpp(-1, v, 0x111, 0xf, 0xf, false) + __builtin_amdgcn_mov_dpp(v, 0xb1, 0xf, 0xf, true); }
+  o[i] = __builtin_amdgcn_update_dpp(-1, v, 0x111, 0xf, 0xf, false)
+       + __builtin_amdgcn_mov_dpp(v, 0xb1, 0xf, 0xf, true); }
 G generic(float* o) { __attribute__((shared, aligned(16))) float sm[256]; int t = TID;
   float* p = (t & 1) ? &sm[t] : &o[BID*256 + t]; *p = (float)t; BAR
   if (t & 1) o[BID*256 + t] = sm[t] * 2.0f; }
@@ -487,3 +489,20 @@ def test_flush_denormals_kernel(tmp_path_factory: pytest.TempPathFactory) -> Non
     gpu.run("mul", pc, gpu.buf(a), gpu.buf(b), grid=(64,), block=(64,))
     c = gpu.read(pc, np.float32, 64)
     assert list(c[:4]) == [0.0, 0.0, 6.0, 0.0] and np.signbit(c[3])
+
+
+def test_aql_packet_dispatch_from_memory(code: CodeObject) -> None:
+    gpu = Gpu(code)
+    image = code.relocated(BASE)
+    gpu.mem.map(BASE, len(image) + 4096)
+    gpu.mem.write(BASE, image)  # the code object loaded in device memory, as the mock GPU holds it
+    packet = np.zeros(64, np.uint8)
+    hdr = np.frombuffer(np.array([0x1502, 1, 128, 1, 1, 0], np.uint16).tobytes(), np.uint8)
+    packet[:12] = hdr
+    packet[12:24] = np.array([256, 1, 1], np.uint32).view(np.uint8)
+    po = gpu.empty(256, np.int32)
+    karg = gpu.buf(np.array([po], np.uint64))
+    packet[32:48] = np.array([BASE + code.kernel("blockdim").descriptor_offset, karg], np.uint64).view(np.uint8)
+    stats = run_aql_dispatch(gpu.mem, gpu.buf(packet))
+    assert stats.workgroups == 2 and stats.waves == 4
+    np.testing.assert_array_equal(gpu.read(po, np.int32, 256), 128000 + np.arange(256) % 128)

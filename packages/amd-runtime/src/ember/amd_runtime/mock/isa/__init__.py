@@ -9,13 +9,14 @@ simple implementation.
 """
 
 from ember.amd_runtime.mock.isa.decode import Instruction, UnknownInstruction, decode
-from ember.amd_runtime.mock.isa.dispatch import DispatchStats, KernelCode, run_dispatch
+from ember.amd_runtime.mock.isa.dispatch import DispatchStats, KernelCode, run_aql_dispatch, run_dispatch
 from ember.amd_runtime.mock.isa.memory import GlobalMemory, MemoryFault, SparseMemory
-from ember.amd_runtime.mock.isa.program import InstructionLimitExceeded, Program
+from ember.amd_runtime.mock.isa.program import InstructionLimitExceeded, MemoryProgram, Program
 from ember.amd_runtime.mock.isa.salu import WaveTrap
 from ember.amd_runtime.mock.isa.state import Wave
 
 __all__ = [
-    "DispatchStats", "GlobalMemory", "Instruction", "InstructionLimitExceeded", "KernelCode", "MemoryFault", "Program",
-    "SparseMemory", "UnknownInstruction", "Wave", "WaveTrap", "decode", "run_dispatch",
+    "DispatchStats", "GlobalMemory", "Instruction", "InstructionLimitExceeded", "KernelCode", "MemoryFault",
+    "MemoryProgram", "Program", "SparseMemory", "UnknownInstruction", "Wave", "WaveTrap", "decode", "run_aql_dispatch",
+    "run_dispatch",
 ]

@@ -77,6 +77,36 @@ class DispatchStats:
     instructions: int
 
 
+AQL_PACKET_SIZE = 64
+
+
+def run_aql_dispatch(memory: GlobalMemory, packet_addr: int, program: Program | None = None,
+                     max_instructions_per_wave: int = 1_000_000) -> DispatchStats:
+    """Execute the HSA kernel dispatch packet at `packet_addr` (amd_hcq.md §2.7): the kernel descriptor is read at
+    its kernel_object, the code from memory (through `program`, a `MemoryProgram(memory)` by default; pass one kept
+    per code object to reuse decoded instructions), and the packet's address is the dispatch pointer."""
+    from ember.amd_runtime.mock.isa.program import MemoryProgram
+
+    raw = memory.read(packet_addr, AQL_PACKET_SIZE)
+    pkt = raw.tobytes() if hasattr(raw, "tobytes") else bytes(raw)
+    setup = struct.unpack_from("<H", pkt, 2)[0]
+    wg = struct.unpack_from("<HHH", pkt, 4)
+    grid = struct.unpack_from("<III", pkt, 12)
+    private, group = struct.unpack_from("<II", pkt, 24)
+    kernel_object, kernarg = struct.unpack_from("<QQ", pkt, 32)
+    dims = setup & 3
+    if not 1 <= dims <= 3:
+        raise ValueError(f"run_aql_dispatch: packet setup dimensions {dims} must be 1, 2 or 3")
+    kd = memory.read(kernel_object, 64)
+    kernel = KernelCode.from_descriptor(kd.tobytes() if hasattr(kd, "tobytes") else bytes(kd), kernel_object)
+    if private > kernel.private_segment_size:
+        kernel = KernelCode(**{**kernel.__dict__, "private_segment_size": private})
+    return run_dispatch(program if program is not None else MemoryProgram(memory), kernel, memory=memory,
+                        kernarg_addr=kernarg, grid=grid[:dims], workgroup_size=wg[:dims],
+                        lds_size=max(group, kernel.group_segment_size), dispatch_ptr=packet_addr,
+                        max_instructions_per_wave=max_instructions_per_wave)
+
+
 def _dims(value: Any, name: str) -> tuple[int, int, int]:
     t = tuple(int(x) for x in (value if isinstance(value, (tuple, list)) else (value,)))
     if not 1 <= len(t) <= 3 or any(x < 1 for x in t):
@@ -88,12 +118,13 @@ def run_dispatch(program: Program, kernel: KernelCode, *, memory: GlobalMemory, 
                  grid: tuple[int, ...], workgroup_size: tuple[int, ...],
                  grid_in: Literal["workitems", "workgroups"] = "workitems", lds_size: int | None = None,
                  dispatch_ptr: int | None = None, queue_ptr: int | None = None, dispatch_id: int = 0,
-                 max_instructions_per_wave: int = 1_000_000) -> DispatchStats:
+                 user_sgprs: list[int] | None = None, max_instructions_per_wave: int = 1_000_000) -> DispatchStats:
     """Execute one kernel dispatch on the interpreter.
 
     `grid` counts work-items (AQL `grid_size`; edge workgroups may be partial) or, with `grid_in="workgroups"`,
     workgroups. `lds_size` is the dispatch's total group segment size (default: the descriptor's fixed size).
-    `dispatch_ptr`/`queue_ptr` are required when the descriptor enables those user SGPRs.
+    `dispatch_ptr`/`queue_ptr` are required when the descriptor enables those user SGPRs. `user_sgprs` (the PM4
+    path's COMPUTE_USER_DATA registers) replaces the user SGPRs built from the descriptor's enable bits.
 
     >>> # stats = run_dispatch(Program(image, base), KernelCode.from_descriptor(kd, kd_addr), memory=mem,
     >>> #                      kernarg_addr=args, grid=(1024,), workgroup_size=(256,))
@@ -142,6 +173,8 @@ def run_dispatch(program: Program, kernel: KernelCode, *, memory: GlobalMemory, 
     if preload_len:
         data = memory.read(kernarg_addr + 4 * preload_off, 4 * preload_len)
         user += np.frombuffer(bytes(data) if not isinstance(data, np.ndarray) else data.tobytes(), "<u4").tolist()
+    if user_sgprs is not None:
+        user = [int(x) & M32 for x in user_sgprs]
     if len(user) > kernel.user_sgpr_count:
         raise ValueError(f"run_dispatch: the descriptor enables {len(user)} user SGPRs but rsrc2 USER_SGPR_COUNT "
                          f"is {kernel.user_sgpr_count}")

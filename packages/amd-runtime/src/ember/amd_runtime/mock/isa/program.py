@@ -93,3 +93,29 @@ class Program:
             raise MemoryFault(e.address, e.nbytes, e.write, pc=pc, instruction=str(self._entry(pc)[2])) from e
         finally:
             w.pc, w.count = pc, count
+
+    def invalidate(self) -> None:
+        """Forget every decoded instruction (the code's memory was rewritten)."""
+        self._cache.clear()
+
+
+class MemoryProgram(Program):
+    """Instructions fetched from device memory on first execution (the mock GPU's view: it knows only addresses).
+
+    Keep one per loaded code object, or call `invalidate()` when code memory is reused."""
+
+    def __init__(self, memory: GlobalMemory):
+        super().__init__(b"", 0)
+        self.memory = memory
+
+    def decode(self, addr: int) -> Instruction:
+        for size in (16, 8, 4):  # the longest instruction is 8 bytes + a literal; stop short of unmapped memory
+            try:
+                data = self.memory.read(addr, size)
+            except MemoryFault:
+                if size == 4:
+                    raise
+                continue
+            raw = data.tobytes() if hasattr(data, "tobytes") else bytes(data)
+            return decode(raw, 0, addr)
+        raise AssertionError("unreachable")
