@@ -161,6 +161,14 @@ def test_runtime_enable_with_the_enable_bit_is_once_per_process():
     assert e.value.errno == errno.EBUSY
 
 
+def test_runtime_enable_refuses_a_process_with_queues():
+    d = open_device()
+    create_queue(d.kfd, d.memory, d.node, d.doorbells, k.QueueType.SDMA, ring_size=0x1000)
+    with pytest.raises(OSError, match="the process already has queues") as e:
+        d.platform.ioctl(d.kfd.fd, k.AMDKFD_IOC_RUNTIME_ENABLE, k.RuntimeEnableArgs(mode_mask=1))
+    assert e.value.errno == errno.EEXIST
+
+
 # ---- allocation ----------------------------------------------------------------------------------------------------
 
 def _reserve(d: Device, size: int) -> int:
@@ -338,10 +346,13 @@ def test_create_queue_validation(change, message):
     assert e.value.errno == errno.EINVAL and d.platform.kfd.queues == {}
 
 
-def test_create_queue_accepts_the_valid_args_and_a_larger_cwsr_size():
+def test_create_queue_accepts_a_larger_cwsr_size_with_an_area_to_match():
     d = open_device()
     args, _ = _valid_args(d)
-    args.ctx_save_restore_size += 0x1000  # newer kernels accept >= the node's size
+    args.ctx_save_restore_size += 0x1000  # kernels since 6.12 accept >= the node's size ...
+    with pytest.raises(OSError, match="ctx_save_restore_address .* must start a mapping of exactly 0x162e000 bytes"):
+        d.kfd.create_queue(args)  # ... and then want the area sized from the queue's own size
+    args.ctx_save_restore_address = d.memory.alloc(0x162E000).va  # (0x1622000 + 0xBE00) * 1 XCC, page-rounded
     d.kfd.create_queue(args)
     assert list(d.platform.kfd.queues) == [args.queue_id]
 

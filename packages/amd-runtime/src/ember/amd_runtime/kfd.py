@@ -386,7 +386,9 @@ class Kfd:
         self._call(AMDKFD_IOC_ACQUIRE_VM, AcquireVmArgs(drm_fd=drm_fd, gpu_id=gpu_id))
 
     def runtime_enable(self) -> int:
-        """RUNTIME_ENABLE with mode_mask 0 (no debugger). Returns the capabilities mask."""
+        """RUNTIME_ENABLE with mode_mask 0, as the spec's open sequence does (KFD >= 1.14). Without the ENABLE bit the
+        kernel takes its runtime-disable path: no debug runtime, no trap handler setup; harmless to repeat. Returns
+        the capabilities mask (0 unless the runtime was enabled)."""
         args = self._call(AMDKFD_IOC_RUNTIME_ENABLE, RuntimeEnableArgs(r_debug=0, mode_mask=0))
         self.runtime_enabled = True
         return int(args.capabilities_mask)

@@ -255,6 +255,8 @@ class FakeKfd:
         if a.mode_mask & 1:  # KFD_RUNTIME_ENABLE_MODE_ENABLE_MASK
             if self.runtime_enabled:
                 raise _fail(errno.EBUSY, "RUNTIME_ENABLE: the runtime is already enabled")
+            if self.queues:
+                raise _fail(errno.EEXIST, "RUNTIME_ENABLE: the process already has queues")
             self.runtime_enabled = True
             a.capabilities_mask = 0
         else:  # mode_mask 0 disables the debug runtime: idempotent
@@ -607,7 +609,7 @@ class FakeKfd:
             if a.ctx_save_restore_size < profile.cwsr_size:
                 raise _fail(errno.EINVAL, f"CREATE_QUEUE: ctx_save_restore_size 0x{a.ctx_save_restore_size:x} < the "
                                           f"node's cwsr_size 0x{profile.cwsr_size:x}")
-            total = (profile.cwsr_size + profile.debug_memory_size) * profile.xccs
+            total = (a.ctx_save_restore_size + profile.debug_memory_size) * profile.xccs  # the queue's, since 6.12
             total = (total + PAGE_SIZE - 1) // PAGE_SIZE * PAGE_SIZE
             bos.append(self._queue_bo(gpu, a.ctx_save_restore_address, total, "ctx_save_restore_address"))
         elif a.eop_buffer_address or a.eop_buffer_size or a.ctx_save_restore_address or a.ctx_save_restore_size:
