@@ -111,8 +111,8 @@ def main() -> None:
     for label, name, karg, grid, block, ref in cases:
         kernel = KernelCode.from_code_object(code, name, base)
         stats = run_dispatch(program, kernel, memory=mem, kernarg_addr=karg, grid=grid, workgroup_size=block)
-        t = median_time(lambda: run_dispatch(program, kernel, memory=mem, kernarg_addr=karg, grid=grid,
-                                             workgroup_size=block), args.reps)
+        t = median_time(lambda k=kernel, ka=karg, g=grid, b=block: run_dispatch(
+            program, k, memory=mem, kernarg_addr=ka, grid=g, workgroup_size=b), args.reps)
         t_ref = median_time(ref, max(args.reps, 5))
         print(f"{label:32} {stats.waves:6d} {stats.instructions:11d} {t:11.4f} {stats.instructions / t:13.0f} "
               f"{t_ref:9.6f} {t / t_ref:8.0f}x")
