@@ -492,3 +492,18 @@ def test_userptr_pages_unmapped_under_the_bo_fault_on_the_gpu():
     with pytest.raises(GpuPageFault, match=f"read of 4 bytes at 0x{buf.va:x} is not mapped") as e:
         d.platform.kfd.read(buf.va, 4)
     assert e.value.address == buf.va
+
+
+def test_gpu_vm_is_the_interpreters_global_memory():
+    import numpy as np
+
+    from ember.amd_runtime.mock.isa import GlobalMemory, MemoryFault
+    d = open_device()
+    buf = d.memory.alloc(0x1000)
+    vm = d.platform.kfd.gpu_vm(d.node.gpu_id)
+    assert isinstance(vm, GlobalMemory)
+    vm.write(buf.va + 8, np.arange(4, dtype=np.uint32)[::2])  # a strided view is written as its elements
+    assert vm.read(buf.va + 8, 8) == bytes.fromhex("0000000002000000")
+    with pytest.raises(MemoryFault, match="read of 4 bytes at 0x1000 is not mapped") as e:
+        vm.read(0x1000, 4)
+    assert isinstance(e.value, GpuPageFault) and (e.value.address, e.value.gpu_id) == (0x1000, d.node.gpu_id)

@@ -5,6 +5,7 @@ into `FakeKfd`'s doorbell and progress hooks."""
 from ember.amd_runtime.mock.driver import (
     FakeKfd,
     GpuPageFault,
+    GpuVm,
     MockBo,
     MockDoorbell,
     MockEvent,
@@ -15,5 +16,5 @@ from ember.amd_runtime.mock.driver import (
 )
 from ember.amd_runtime.mock.topologies import MI300X, MI300X_CPX, MI350X, MI350X_CPX, PROFILES, TopologyProfile
 
-__all__ = ["FakeKfd", "GpuPageFault", "MockBo", "MockDoorbell", "MockEvent", "MockGpu", "MockPlatform", "MockQueue",
-           "TraceEntry", "MI300X", "MI300X_CPX", "MI350X", "MI350X_CPX", "PROFILES", "TopologyProfile"]
+__all__ = ["FakeKfd", "GpuPageFault", "GpuVm", "MockBo", "MockDoorbell", "MockEvent", "MockGpu", "MockPlatform",
+           "MockQueue", "TraceEntry", "MI300X", "MI300X_CPX", "MI350X", "MI350X_CPX", "PROFILES", "TopologyProfile"]

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ember.amd_runtime import kfd as k
+from ember.amd_runtime.mock.isa.memory import MemoryFault
 from ember.amd_runtime.mock.topologies import MI300X, TopologyProfile
 from ember.amd_runtime.platform import (
     MAP_ANONYMOUS,
@@ -60,14 +61,16 @@ MAX_QUEUES_PER_PROCESS = 1024  # KFD_MAX_NUM_OF_QUEUES_PER_PROCESS
 _KNOWN_FLAGS = int(sum(k.AllocFlag))
 
 
-class GpuPageFault(RuntimeError):
-    """A GPU access to a VA that is not mapped on that GPU (or a write to a read-only BO)."""
+class GpuPageFault(MemoryFault):
+    """A GPU access to a VA that is not mapped on that GPU (or a write to a read-only BO). It is the ISA
+    interpreter's `MemoryFault`, so a faulting instruction is reported with its program counter."""
 
     def __init__(self, address: int, nbytes: int = 0, write: bool = False, *, gpu_id: int | None = None):
-        self.address, self.nbytes, self.write, self.gpu_id = address, nbytes, write, gpu_id
+        super().__init__(address, nbytes, write)
+        self.gpu_id = gpu_id
         gpu = f" on gpu 0x{gpu_id:x}" if gpu_id is not None else ""
-        super().__init__(f"GPU page fault{gpu}: {'write' if write else 'read'} of {nbytes} bytes at 0x{address:x} "
-                         f"is not mapped{' writable' if write else ''}")
+        self.args = (f"GPU page fault{gpu}: {'write' if write else 'read'} of {nbytes} bytes at 0x{address:x} is not "
+                     f"mapped{' writable' if write else ''}",)
 
 
 @dataclass(eq=False)
@@ -419,6 +422,11 @@ class FakeKfd:
             raise GpuPageFault(va, nbytes, write, gpu_id=gpu_id)
         return segs[0]
 
+    def gpu_vm(self, gpu_id: int) -> GpuVm:
+        """GPU `gpu_id`'s view of memory: the `GlobalMemory` its command processor and ISA interpreter use."""
+        self._gpu(gpu_id, "gpu_vm", need_vm=False)
+        return GpuVm(self, gpu_id)
+
     def read_u64(self, va: int, gpu_id: int | None = None) -> int:
         """The little-endian u64 at `va`."""
         return int(struct.unpack("<Q", self.read(va, 8, gpu_id))[0])
@@ -643,6 +651,24 @@ class FakeKfd:
             queue.doorbell_value = value
             for callback in list(self.on_doorbell):
                 callback(queue, value)
+
+
+class GpuVm:
+    """One GPU's virtual address space in the fake KFD, with the interpreter's `GlobalMemory` interface: `read` and
+    `write` raise `GpuPageFault` (a `MemoryFault`) where that GPU has nothing mapped."""
+
+    def __init__(self, fake: FakeKfd, gpu_id: int):
+        self.fake, self.gpu_id = fake, gpu_id
+
+    def read(self, addr: int, nbytes: int) -> bytes:
+        return self.fake.read(addr, nbytes, self.gpu_id)
+
+    def write(self, addr: int, data: Any) -> None:
+        try:
+            raw = memoryview(data).cast("B")
+        except TypeError:  # a strided NumPy view
+            raw = memoryview(data.tobytes())
+        self.fake.write(addr, raw, self.gpu_id)
 
 
 def host_range_mapped(addr: int, size: int) -> bool:
@@ -913,5 +939,5 @@ class MockPlatform:
         return MockDoorbell(addr, self.kfd, m.gpu_id, (addr - m.addr) // 8)
 
 
-__all__ = ["GpuPageFault", "MockBo", "MockEvent", "MockQueue", "MockGpu", "FakeKfd", "TraceEntry", "MockDoorbell",
-           "MockPlatform", "host_range_mapped", "GPU_IDS", "FIRST_RENDER_MINOR"]
+__all__ = ["GpuPageFault", "GpuVm", "MockBo", "MockEvent", "MockQueue", "MockGpu", "FakeKfd", "TraceEntry",
+           "MockDoorbell", "MockPlatform", "host_range_mapped", "GPU_IDS", "FIRST_RENDER_MINOR"]
