@@ -91,6 +91,7 @@ class NVRTC:
                                + (f"\n{log}" if log else "") + (f"\n--- source ---\n{src}" if src else ""))
 
     def version_text(self) -> str:
+        """NVRTC's version as 'major.minor'."""
         return ".".join(map(str, getattr(self, "version", ("?",))))
 
     def compile(self, src: str, options: Sequence[str], name: str = "kernel.cu") -> tuple[bytes, str]:
@@ -204,10 +205,12 @@ class NVRTCCompiler(Compiler):
         return (f"-I{self.nvrtc.install_bundled_headers(folder)}",)
 
     def compile(self, src: str) -> bytes:
+        """The cubin of `src` (NVRTC's warnings dropped); a rejected source raises CompileError with the log."""
         cubin, _ = self.nvrtc.compile(src, (*self.flags, *self._header_flags(src)))
         return cubin
 
     def compile_batch(self, srcs: Sequence[str]) -> bytes:
+        """One cubin holding the kernels of all `srcs` (the renderer guards its shared prelude)."""
         return self.compile("\n".join(srcs))
 
 

@@ -63,6 +63,7 @@ class CUDAAllocator(LRUAllocator):
         self.context.free(buf.ptr)
 
     def offset(self, buf: CUDAMemory, nbytes: int, offset: int) -> CUDAMemory:
+        """A view of `nbytes` at byte `offset` into `buf` (the same device memory)."""
         return CUDAMemory(buf.ptr + offset, nbytes, buf.ordinal, buf.owner or buf)
 
     def _slots(self) -> list[tuple[int, ctypes.c_void_p]]:
@@ -72,6 +73,8 @@ class CUDAAllocator(LRUAllocator):
         return self._staging
 
     def copyin(self, dest: CUDAMemory, src: memoryview) -> None:
+        """Copy host bytes into `dest` through the pinned staging buffers; returns once `src` may be reused (the
+        last chunk's DMA may still be running, ordered before anything queued next)."""
         assert src.nbytes == dest.nbytes, f"CUDA copyin: {src.nbytes} bytes into a buffer of {dest.nbytes}"
         ctx, host = self.context, _host_address(src)
         with self._lock:
@@ -85,6 +88,7 @@ class CUDAAllocator(LRUAllocator):
                 ctx.record(done)
 
     def copyout(self, dest: memoryview, src: CUDAMemory) -> None:
+        """Copy `src` into host bytes after the work queued before it; returns when `dest` holds them."""
         assert dest.nbytes == src.nbytes, f"CUDA copyout: a buffer of {src.nbytes} bytes into {dest.nbytes}"
         ctx, host = self.context, _host_address(dest)
         with self._lock:
@@ -116,6 +120,7 @@ class CUDAAllocator(LRUAllocator):
             self.context.copy_peer(dest.ptr, src.ptr, src_allocator.context, dest.nbytes)
 
     def free_cache(self) -> None:
+        """Release the cached buffers to the driver, once the queued work that may use them has finished."""
         self.context.synchronize()  # a cached buffer may still be read by a queued kernel
         super().free_cache()
 
@@ -155,6 +160,7 @@ class CUDAProgram(Program):
 
     def launch(self, bufs: list[Any], global_size: tuple[int, ...], local_size: tuple[int, ...] | None,
                vals: tuple[int, ...], wait: bool) -> float | None:
+        """Queue the kernel on the stream; with `wait`, wait for it and return its GPU time in seconds."""
         ctx = self.context
         if (dims := self._launch_dims.get((global_size, local_size))) is None:
             dims = self._launch_dims[(global_size, local_size)] = self._check_dims(global_size, local_size)

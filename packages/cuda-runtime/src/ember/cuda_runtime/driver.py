@@ -251,6 +251,7 @@ class CUDAContext:
         return ptr.value
 
     def free(self, ptr: int) -> None:
+        """Give back device memory from `alloc`."""
         self.activate()
         self.driver.call("cuMemFree_v2", ptr)
 
@@ -263,6 +264,7 @@ class CUDAContext:
         return ptr.value
 
     def free_host(self, ptr: int) -> None:
+        """Give back pinned host memory from `host_alloc`."""
         self.activate()
         self.driver.call("cuMemFreeHost", ptr)
 
@@ -321,6 +323,7 @@ class CUDAContext:
         return module
 
     def unload_module(self, module: ctypes.c_void_p) -> None:
+        """Unload a module from `load_module` (its kernels are then gone)."""
         self.activate()
         self.driver.call("cuModuleUnload", module)
 
@@ -338,6 +341,7 @@ class CUDAContext:
         return value.value
 
     def set_function_attribute(self, fn: ctypes.c_void_p, attribute: int, value: int) -> None:
+        """Set a CUfunction_attribute of a kernel (e.g. 8: its dynamic shared memory ceiling)."""
         self.activate()
         self.driver.call("cuFuncSetAttribute", fn, attribute, value)
 
@@ -368,6 +372,7 @@ class CUDAContext:
         return ev
 
     def destroy_event(self, ev: ctypes.c_void_p) -> None:
+        """Destroy an event (one still pending is freed by the driver once it completes)."""
         self.activate()
         self.driver.call("cuEventDestroy_v2", ev)
 
