@@ -457,6 +457,15 @@ def test_scratch_is_private_per_lane() -> None:
     np.testing.assert_array_equal(w.v[3], 0)  # address 8 was not written
 
 
+def test_flat_into_the_private_aperture_and_memtime() -> None:
+    w = run(["s_mov_b32 s1, src_private_base", "v_mov_b32_e32 v3, s1", "v_mov_b32_e32 v2, 16",
+             "flat_store_dword v[2:3], v0", "scratch_load_dword v4, off, off offset:16", "flat_load_dword v5, v[2:3]",
+             "s_memtime s[6:7]", "s_memtime s[8:9]"], v={0: LANE * 5}, scratch=32)
+    np.testing.assert_array_equal(w.v[4], LANE * 5)
+    np.testing.assert_array_equal(w.v[5], LANE * 5)
+    assert w.sget64(8) > w.sget64(6)
+
+
 def test_faults_and_limits() -> None:
     mem = SparseMemory()
     with pytest.raises(MemoryFault, match=r"read of 4 bytes at address 0xdead0000.*global_load_dword") as info:

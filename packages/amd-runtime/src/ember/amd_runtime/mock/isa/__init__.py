@@ -1,11 +1,20 @@
 """A wave64 interpreter of gfx942 (CDNA3) machine code for the mock AMD GPU.
 
-    program = Program(image, base)                      # a loaded code object; decodes/compiles lazily, once
-    kernel = KernelCode.from_descriptor(kd_bytes, kd_addr)
+    program = Program.from_code_object(co, base)        # decodes/compiles each instruction once, on first use
+    kernel = KernelCode.from_code_object(co, "add", base)
     run_dispatch(program, kernel, memory=mem, kernarg_addr=args, grid=(n,), workgroup_size=(256,))
+    run_aql_dispatch(mem, packet_addr)                  # or straight from an HSA dispatch packet in device memory
 
-`mem` implements `GlobalMemory` (read/write, raising `MemoryFault` on unmapped bytes); `SparseMemory` is a
-simple implementation.
+`mem` implements `GlobalMemory` (`read(addr, n)`, `write(addr, data)`, raising `MemoryFault` on unmapped bytes);
+`SparseMemory` is a simple implementation. Workgroups run one after another; the waves of a workgroup run in turn,
+each until s_barrier or s_endpgm. Lanes are NumPy vectors; integer ops are bit-exact, f32/f64/f16 add/mul/fma/sqrt
+and conversions are IEEE round-to-nearest-even (f32 fma exact through round-to-odd; f64 fma from error-free
+transformations; f16 ops round once through f32/f64), v_exp/v_log/v_rcp/v_rsq/v_sin/v_cos are the correctly rounded
+results of the exact functions (hardware: within 1 ulp), v_div_fixup returns the IEEE quotient, MFMA sums in f64
+(its accumulation order differs from the hardware's). Denormal flushing follows MODE (from rsrc1, s_setreg); only
+round-to-nearest-even is modelled. A wave that exceeds `max_instructions_per_wave` raises
+`InstructionLimitExceeded`; an encoding the decoder does not know raises `UnknownInstruction`; a known opcode
+without semantics here raises NotImplementedError naming it.
 """
 
 from ember.amd_runtime.mock.isa.decode import Instruction, UnknownInstruction, decode

@@ -5,6 +5,7 @@ A compiled function returns None to fall through, a byte address to jump to, `EN
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 import numpy as np
@@ -21,6 +22,9 @@ from ember.amd_runtime.mock.isa.state import (
 )
 
 Fn = Callable[[Wave], int | None]
+
+
+_CLOCK = itertools.count(1)
 
 
 class WaveTrap(RuntimeError):
@@ -399,7 +403,7 @@ def _compile_smem(ins: Instruction) -> Fn:
         return lambda w: None
     if name in ("s_memtime", "s_memrealtime"):
         dst = sdst_writer(sdata, True)
-        return lambda w: dst(w, w.count * 4)
+        return lambda w: dst(w, next(_CLOCK) * 4)  # a synthetic clock: strictly increasing across reads
     if f["imm"]:
         off = f["offset"] - (1 << 21) * (f["offset"] >> 20)
         offset = lambda w: off

@@ -163,34 +163,39 @@ def _flat_like(ins: Instruction) -> Fn:
         return w.a if acc else w.v
 
     # memory access by segment: global memory, LDS (flat aperture), private (scratch)
+    def apertures(addrs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        lds = (addrs >= U64(SHARED_BASE)) & (addrs < U64(SHARED_BASE + APERTURE_SIZE))
+        priv = (addrs >= U64(PRIVATE_BASE)) & (addrs < U64(PRIVATE_BASE + APERTURE_SIZE))
+        return lds, priv
+
     def load_rows(w: Wave, addrs: np.ndarray, nbytes: int) -> np.ndarray:
+        lanes = np.nonzero(m_cache[0])[0]
         if fmt == "SCRATCH":
-            return _scratch_rows(w, addrs, nbytes, m_cache[0])
+            return _scratch_rows(w, addrs, nbytes, lanes)
         if fmt == "FLAT":
-            lds = (addrs >= U64(SHARED_BASE)) & (addrs < U64(SHARED_BASE + APERTURE_SIZE))
-            priv = (addrs >= U64(PRIVATE_BASE)) & (addrs < U64(PRIVATE_BASE + APERTURE_SIZE))
+            lds, priv = apertures(addrs)
             if lds.any() or priv.any():
-                if priv.any():
-                    raise NotImplementedError(f"{ins.name} into the private aperture at {ins.addr:#x}")
                 rows = np.zeros((addrs.size, nbytes), np.uint8)
                 rows[lds] = _lds_rows(w, (addrs[lds] - U64(SHARED_BASE)).astype(np.int64), nbytes)
-                if (~lds).any():
-                    rows[~lds] = gather(w, addrs[~lds], nbytes)
+                rows[priv] = _scratch_rows(w, addrs[priv] - U64(PRIVATE_BASE), nbytes, lanes[priv])
+                rest = ~(lds | priv)
+                if rest.any():
+                    rows[rest] = gather(w, addrs[rest], nbytes)
                 return rows
         return gather(w, addrs, nbytes)
 
     def store_rows(w: Wave, addrs: np.ndarray, rows: np.ndarray) -> None:
+        lanes = np.nonzero(m_cache[0])[0]
         if fmt == "SCRATCH":
-            _scratch_store(w, addrs, rows, m_cache[0])
+            _scratch_store(w, addrs, rows, lanes)
             return
         if fmt == "FLAT":
-            lds = (addrs >= U64(SHARED_BASE)) & (addrs < U64(SHARED_BASE + APERTURE_SIZE))
-            if lds.any():
+            lds, priv = apertures(addrs)
+            if lds.any() or priv.any():
                 _lds_store(w, (addrs[lds] - U64(SHARED_BASE)).astype(np.int64), rows[lds])
-                addrs, rows = addrs[~lds], rows[~lds]
-            priv = (addrs >= U64(PRIVATE_BASE)) & (addrs < U64(PRIVATE_BASE + APERTURE_SIZE))
-            if priv.any():
-                raise NotImplementedError(f"{ins.name} into the private aperture at {ins.addr:#x}")
+                _scratch_store(w, addrs[priv] - U64(PRIVATE_BASE), rows[priv], lanes[priv])
+                rest = ~(lds | priv)
+                addrs, rows = addrs[rest], rows[rest]
         scatter(w, addrs, rows)
 
     m_cache: list[np.ndarray] = [np.zeros(64, bool)]
@@ -279,7 +284,10 @@ def _flat_like(ins: Instruction) -> Fn:
 
 
 # ------------------------------------------------------------------------------------------------ scratch
-def _scratch_index(w: Wave, addrs: np.ndarray, nbytes: int, m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _scratch_index(w: Wave, addrs: np.ndarray, nbytes: int, lanes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-lane private memory: (lane, byte) index arrays for the lanes' private addresses."""
+    if addrs.size == 0:
+        return np.zeros((0, 1), np.int64), np.zeros((0, nbytes), np.int64)
     if w.scratch is None or w.scratch.shape[1] == 0:
         raise NotImplementedError("scratch access in a kernel without a private segment")
     size = w.scratch.shape[1]
@@ -287,20 +295,23 @@ def _scratch_index(w: Wave, addrs: np.ndarray, nbytes: int, m: np.ndarray) -> tu
     if (a < 0).any() or (a + nbytes > size).any():
         bad = int(a[(a < 0) | (a + nbytes > size)][0])
         raise MemoryFault(PRIVATE_BASE + bad, nbytes, False)
-    lanes = np.nonzero(m)[0]
     return lanes[:, None], a[:, None] + np.arange(nbytes)
 
 
-def _scratch_rows(w: Wave, addrs: np.ndarray, nbytes: int, m: np.ndarray) -> np.ndarray:
-    lanes, idx = _scratch_index(w, addrs, nbytes, m)
+def _scratch_rows(w: Wave, addrs: np.ndarray, nbytes: int, lanes: np.ndarray) -> np.ndarray:
+    if addrs.size == 0:
+        return np.zeros((0, nbytes), np.uint8)
+    lane_idx, idx = _scratch_index(w, addrs, nbytes, lanes)
     assert w.scratch is not None
-    return w.scratch[lanes, idx]
+    return w.scratch[lane_idx, idx]
 
 
-def _scratch_store(w: Wave, addrs: np.ndarray, rows: np.ndarray, m: np.ndarray) -> None:
-    lanes, idx = _scratch_index(w, addrs, rows.shape[1], m)
+def _scratch_store(w: Wave, addrs: np.ndarray, rows: np.ndarray, lanes: np.ndarray) -> None:
+    if addrs.size == 0:
+        return
+    lane_idx, idx = _scratch_index(w, addrs, rows.shape[1], lanes)
     assert w.scratch is not None
-    w.scratch[lanes, idx] = rows
+    w.scratch[lane_idx, idx] = rows
 
 
 # ------------------------------------------------------------------------------------------------ LDS
