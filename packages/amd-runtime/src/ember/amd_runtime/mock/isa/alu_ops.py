@@ -19,6 +19,7 @@ LANE = np.arange(64, dtype=np.uint32)
 _ONE_BELOW_1_F32 = np.nextafter(F32(1), F32(0))
 _ONE_BELOW_1_F64 = np.nextafter(F64(1), F64(0))
 _ONE_BELOW_1_F16 = np.nextafter(np.float16(1), np.float16(0))
+_F32_TINY = F64(np.finfo(F32).tiny)
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,11 @@ def fma_f32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     p = a.astype(F64) * b.astype(F64)
     c64 = c.astype(F64)
     s = p + c64
+    # Rounding the f64 sum to f32 can only go wrong (double rounding) when it lands exactly halfway between two f32
+    # values, or in the f32 subnormal range; otherwise the f64 sum's rounding is already the right one.
+    halfway = (s.view(U64) & U64(0x1FFFFFFF)) == U64(0x10000000)
+    if not (halfway.any() or ((np.abs(s) < _F32_TINY) & (s != 0)).any()):
+        return s.astype(F32)
     bb = s - p
     err = (p - (s - bb)) + (c64 - bb)
     with np.errstate(invalid="ignore"):

@@ -57,8 +57,8 @@ def mask_bits(mask: np.ndarray) -> int:
 class Wave:
     """The architectural state of one wave64."""
 
-    __slots__ = ("s", "v", "a", "scc", "pc", "lds", "mem", "mode", "count", "wave_id", "scratch", "done",
-                 "trap_status", "workgroup")
+    __slots__ = ("s", "v", "a", "scc", "pc", "lds", "mem", "_mode", "count", "wave_id", "scratch", "done",
+                 "trap_status", "workgroup", "ftz_in32", "ftz_out32", "ftz_in64", "ftz_out64")
 
     def __init__(self, mem: GlobalMemory, lds: np.ndarray, mode: int, wave_id: int = 0,
                  num_vgprs: int = 256, num_agprs: int = 256):
@@ -104,9 +104,20 @@ class Wave:
         self.s[n], self.s[n + 1] = value & M32, (value >> 32) & M32
 
     # Float mode (MODE register, gfx942_isa.md §3.1/§4.3): denorm field 0 flushes in+out, 1 out, 2 in, 3 none.
+    @property
+    def mode(self) -> int:
+        return self._mode
+
+    @mode.setter
+    def mode(self, value: int) -> None:
+        self._mode = value
+        d32, d64 = (value >> 4) & 3, (value >> 6) & 3
+        self.ftz_in32, self.ftz_out32 = d32 in (0, 2), d32 in (0, 1)
+        self.ftz_in64, self.ftz_out64 = d64 in (0, 2), d64 in (0, 1)
+
     def flush(self, kind: str) -> tuple[bool, bool]:
-        d = (self.mode >> 4) & 3 if kind == "f32" else (self.mode >> 6) & 3
-        return d in (0, 2), d in (0, 1)
+        """(flush denormal inputs, flush denormal results) for f32, or for f16/f64 (any other kind)."""
+        return (self.ftz_in32, self.ftz_out32) if kind == "f32" else (self.ftz_in64, self.ftz_out64)
 
 
 # ---------------------------------------------------------------------------------------------- scalar operands
@@ -213,6 +224,9 @@ def vsrc(code: int, kind: str, literal: int | None, hi: bool = False, neg: bool 
     """A typed vector source with the VOP3 input modifiers (abs, then neg) for float kinds."""
     raw = raw_reader(code, kind, literal)
     npk = _NP_KIND[kind]
+    if code >= 256 and kind not in HALF and kind not in WIDE and not neg and not absolute:
+        n = code - 256
+        return lambda w: w.v[n].view(npk)
     if kind in HALF:
         if hi:
             base = lambda w: (raw(w) >> np.uint32(16)).astype(np.uint16).view(npk)

@@ -251,32 +251,32 @@ def _compile_generic(ins: Instruction, vop: ops.VOp) -> Fn:
     fn = vop.fn
     float_in = vop.float_op and any(k in _FLOAT for k in kinds)
     float_out = vop.float_op and vop.dst in _FLOAT
-    in_kind = next((k for k in kinds if k in _FLOAT), "f32")
-    out_kind = vop.dst
+    in_attr = "ftz_in32" if next((k for k in kinds if k in _FLOAT), "f32") == "f32" else "ftz_in64"
+    out_attr = "ftz_out32" if vop.dst == "f32" else "ftz_out64"
 
     if len(readers) == 1:
         r0 = readers[0]
 
         def run1(w: Wave) -> None:
             a = r0(w)
-            if float_in and w.flush("f32" if in_kind == "f32" else "f64")[0]:
+            if float_in and getattr(w, in_attr):
                 a = ftz(a)
             res = fn(a)
             if post is not None:
                 res = post(res)
-            if float_out and w.flush("f32" if out_kind == "f32" else "f64")[1]:
+            if float_out and getattr(w, out_attr):
                 res = ftz(res)
             write(w, res, None)
         return run1
 
     def run(w: Wave) -> None:
         args = [r(w) for r in readers]
-        if float_in and w.flush("f32" if in_kind == "f32" else "f64")[0]:
+        if float_in and getattr(w, in_attr):
             args = [ftz(a) if a.dtype.kind == "f" else a for a in args]
         res = fn(*args)
         if post is not None:
             res = post(res)
-        if float_out and w.flush("f32" if out_kind == "f32" else "f64")[1]:
+        if float_out and getattr(w, out_attr):
             res = ftz(res)
         write(w, res, None)
     return run

@@ -323,6 +323,26 @@ def _lds_rows(w: Wave, addrs: np.ndarray, nbytes: int) -> np.ndarray:
     return np.where(ok, w.lds[np.where(ok, idx, 0)], np.uint8(0))
 
 
+def _lds_dwords(w: Wave, addrs: np.ndarray, ndw: int) -> np.ndarray:
+    """`ndw` dwords at each LDS byte address: (n, ndw) uint32 (a word-indexed fast path when all are aligned)."""
+    if addrs.size and not (addrs & 3).any() and addrs.min() >= 0 and int(addrs.max()) + 4 * ndw <= w.lds.size:
+        words = w.lds[:w.lds.size & ~3].view(np.uint32)
+        return words[(addrs >> 2)[:, None] + np.arange(ndw)]
+    return _rows_to_dwords(_lds_rows(w, addrs, 4 * ndw), 4 * ndw, "u")
+
+
+def _lds_store_dwords(w: Wave, addrs: np.ndarray, values: list[np.ndarray]) -> None:
+    ndw = len(values)
+    if addrs.size and not (addrs & 3).any() and addrs.min() >= 0 and int(addrs.max()) + 4 * ndw <= w.lds.size:
+        words = w.lds[:w.lds.size & ~3].view(np.uint32)
+        if ndw == 1:
+            words[addrs >> 2] = values[0]
+        else:
+            words[(addrs >> 2)[:, None] + np.arange(ndw)] = np.stack(values, axis=1)
+        return
+    _lds_store(w, addrs, _to_rows(values, 4 * ndw))
+
+
 def _lds_store(w: Wave, addrs: np.ndarray, rows: np.ndarray) -> None:
     idx = addrs.astype(np.int64)[:, None] + np.arange(rows.shape[1])
     ok = (idx >= 0) & (idx < w.lds.size)
@@ -399,8 +419,9 @@ def _compile_ds(ins: Instruction) -> Fn:
 
         def read(w: Wave) -> None:
             m = w.mask()
-            rows = _lds_rows(w, w.v[va][m].astype(np.int64) + off16, nbytes)
-            dw = _rows_to_dwords(rows, nbytes, sign)
+            addrs = w.v[va][m].astype(np.int64) + off16
+            dw = _lds_dwords(w, addrs, ndw) if nbytes >= 4 else _rows_to_dwords(_lds_rows(w, addrs, nbytes), nbytes,
+                                                                                  sign)
             r = regs(w)
             for i in range(ndw):
                 r[vdst + i, m] = dw[:, i]
@@ -412,8 +433,11 @@ def _compile_ds(ins: Instruction) -> Fn:
         def write(w: Wave) -> None:
             m = w.mask()
             r = regs(w)
-            rows = _to_rows([r[d0 + i, m] for i in range(ndw)], nbytes)
-            _lds_store(w, w.v[va][m].astype(np.int64) + off16, rows)
+            addrs = w.v[va][m].astype(np.int64) + off16
+            if nbytes >= 4:
+                _lds_store_dwords(w, addrs, [r[d0 + i, m] for i in range(ndw)])
+            else:
+                _lds_store(w, addrs, _to_rows([r[d0, m]], nbytes))
         return write
     if op in ("write_b8_d16_hi", "write_b16_d16_hi"):
         nbytes = 1 if "b8" in op else 2
@@ -432,8 +456,7 @@ def _compile_ds(ins: Instruction) -> Fn:
         def read2(w: Wave) -> None:
             m = w.mask()
             base = w.v[va][m].astype(np.int64)
-            a = _rows_to_dwords(_lds_rows(w, base + o0, nbytes), nbytes, "u")
-            b = _rows_to_dwords(_lds_rows(w, base + o1, nbytes), nbytes, "u")
+            a, b = _lds_dwords(w, base + o0, ndw), _lds_dwords(w, base + o1, ndw)
             r = regs(w)
             for i in range(ndw):
                 r[vdst + i, m] = a[:, i]
@@ -449,8 +472,8 @@ def _compile_ds(ins: Instruction) -> Fn:
             m = w.mask()
             base = w.v[va][m].astype(np.int64)
             r = regs(w)
-            _lds_store(w, base + o0, _to_rows([r[d0 + i, m] for i in range(ndw)], nbytes))
-            _lds_store(w, base + o1, _to_rows([r[d1 + i, m] for i in range(ndw)], nbytes))
+            _lds_store_dwords(w, base + o0, [r[d0 + i, m] for i in range(ndw)])
+            _lds_store_dwords(w, base + o1, [r[d1 + i, m] for i in range(ndw)])
         return write2
     rtn = "_rtn_" in op
     key = op.replace("rtn_", "")
