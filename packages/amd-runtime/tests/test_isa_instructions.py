@@ -211,6 +211,10 @@ def test_fma_f32_single_rounding_on_a_hard_case() -> None:
     a = np.float32(1 + 2**-12)
     w = run(["v_fma_f32 v3, v0, v0, v1"], v={0: a, 1: np.float32(-1.0)})
     assert f32(w, 3)[0] == np.float32(2**-11 + 2**-24)
+    # a*a is exactly halfway between two f32 values: a tiny addend decides the rounding (a float64 sum loses it)
+    w = run(["v_fma_f32 v3, v0, v0, v1", "v_fma_f32 v4, v0, v0, v2"],
+            v={0: a, 1: np.float32(2**-70), 2: np.float32(-2**-70)})
+    assert f32(w, 3)[0] == np.float32(1 + 2**-11 + 2**-23) and f32(w, 4)[0] == np.float32(1 + 2**-11)
 
 
 def test_vop3_modifiers_literals_and_inline_constants() -> None:
