@@ -13,7 +13,7 @@ import shutil
 import numpy as np
 import pytest
 
-from ember.codegen import CUDARenderer, HIPRenderer, to_program
+from ember.codegen import CUDARenderer, HIPRenderer, OptOps, hand_coded_opts, to_program
 from ember.tensor import Tensor, nn
 from ember.tensor.engine import ENGINE
 from ember.uops import dtypes
@@ -41,6 +41,9 @@ def sweep() -> None:
             outs += [t.sum(0)]
         if dtypes.is_int(dt) and dt != dtypes.bool:
             outs += [t // 3, t % 3, t << 1, t >> 1, t & 6, t | 1, t ^ 5]
+    for dt in (dtypes.bfloat16, dtypes.float16):  # tensor cores: mma.sync on NVIDIA, MFMA on AMD
+        outs += [Tensor(rng.standard_normal((64, 128)).astype(np.float32)).cast(dt) @
+                 Tensor(rng.standard_normal((128, 32)).astype(np.float32)).cast(dt)]
     d = x.cast(dtypes.float64)
     outs += [d.exp(), d.log(), d.sin(), d ** 1.5, Tensor(rng.integers(-9, 9, (4, 5))) ** 3]
     img = Tensor(rng.standard_normal((2, 3, 10, 10)).astype(np.float32))
@@ -66,6 +69,7 @@ def kernels():
     tiny_llama_step()
     asts = list(dict.fromkeys(ast for ast, _ in ENGINE.kernels))
     assert len(asts) >= 150
+    assert sum(any(o.op is OptOps.TC for o in hand_coded_opts(a, CUDARenderer())) for a in asts) >= 2
     return asts
 
 

@@ -33,8 +33,9 @@ DEPENDENCY_GRAPH = {
     "ember-schedule": {"ember-uops"},
     "ember-codegen": {"ember-uops"},
     "ember-runtime": {"ember-uops", "ember-codegen"},  # dtypes and settings from uops, the renderer from codegen
-    "ember-amd-runtime": {"ember-runtime"},
-    "ember-cuda-runtime": {"ember-runtime"},
+    # a GPU backend: the device interface from runtime, its renderer from codegen, settings and dtypes from uops
+    "ember-amd-runtime": {"ember-uops", "ember-codegen", "ember-runtime"},
+    "ember-cuda-runtime": {"ember-codegen", "ember-runtime"},
     "ember-tensor": {"ember-uops", "ember-schedule", "ember-codegen", "ember-runtime"},
     "ember-mlperf-llama": {"ember-tensor"},
 }

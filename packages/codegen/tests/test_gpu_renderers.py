@@ -56,6 +56,46 @@ def test_16_bit_floats():
     assert "emb_bf16_to_f32" in bf16.src and "__builtin_exp2f" in bf16.src
 
 
+def tc_matmul_ast(n, k, m, dt):
+    r0, r1, r2 = UOp.range(n, 0, AxisType.GLOBAL), UOp.range(m, 1, AxisType.GLOBAL), UOp.range(k, 2, AxisType.REDUCE)
+    x, y = param(1, n * k, dt).index(r0 * k + r2).load(), param(2, k * m, dt).index(r2 * m + r1).load()
+    red = UOp(Ops.REDUCE, dtypes.float32, (x.cast(dtypes.float32) * y.cast(dtypes.float32), r2), Ops.ADD)
+    return UOp.sink(param(0, n * m).index(r0 * m + r1).store(red).end(r0, r1))
+
+
+def test_tensor_core_sources():
+    cuda = to_program(tc_matmul_ast(32, 64, 16, dtypes.bfloat16), CUDARenderer(), None)
+    assert cuda.applied_opts[0].op is OptOps.TC and cuda.local_size[0] == 32
+    assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in cuda.src
+    assert "acc0 = emb_mma_m16n8k16_bf16(" in cuda.src  # the accumulator goes through the instruction
+    hip = to_program(tc_matmul_ast(32, 64, 16, dtypes.float16), HIPRenderer(), None)
+    assert hip.local_size[0] == 64 and "__builtin_amdgcn_mfma_f32_16x16x16f16(A, B, C, 0, 0, 0)" in hip.src
+
+
+def test_tensor_core_layouts_cover_each_matrix_once_and_the_reference_is_a_matmul():
+    import numpy as np
+
+    from ember.codegen import TENSOR_CORES, wmma_reference
+
+    rng = np.random.default_rng(0)
+    for tc in TENSOR_CORES:
+        m, n, k = tc.dims
+        shapes = {"a": (m, k), "b": (k, n), "c": (m, n)}
+        layouts = {"a": tc.a_at, "b": tc.b_at, "c": tc.c_at}
+        for which, count in zip("abc", tc.elements):
+            cells = {layouts[which](lane, e) for lane in range(tc.threads) for e in range(count)}
+            rows, cols = shapes[which]
+            assert len(cells) == tc.threads * count == rows * cols, (tc.name, which)
+            assert all(0 <= i < rows and 0 <= j < cols for i, j in cells)
+        A, B, C = (rng.standard_normal(shapes[w]) for w in "abc")
+        frag = {w: [[M[layouts[w](lane, e)] for e in range(count)] for lane in range(tc.threads)]
+                for (w, M), count in zip(zip("abc", (A, B, C)), tc.elements)}
+        d = wmma_reference(tc, frag["a"], frag["b"], frag["c"])
+        D = A @ B + C
+        assert all(abs(d[lane][e] - D[tc.c_at(lane, e)]) < 1e-9 for lane in range(tc.threads)
+                   for e in range(tc.elements[2]))
+
+
 def test_arch_and_capability_errors():
     with pytest.raises(ValueError, match="CUDARenderer: arch 'sm_70' is not supported"):
         CUDARenderer("sm_70")
@@ -72,6 +112,8 @@ HIP_KERNELS = {
     "bf16_math": (unary_ast(256, dtypes.bfloat16, lambda x: x.log2().sin().maximum(x)), None),
     "int_math": (unary_ast(256, dtypes.int32, lambda x: (x // 7) % 5 + (x << 2)), None),
     "double_max": (unary_ast(256, dtypes.float64, lambda x: x.maximum(x * x).trunc()), None),
+    "mfma_bf16": (tc_matmul_ast(64, 32, 32, dtypes.bfloat16), [Opt(OptOps.TC, 2, 2), Opt(OptOps.LOCAL, 0, 2)]),
+    "mfma_f16": (tc_matmul_ast(16, 16, 16, dtypes.float16), [Opt(OptOps.TC, 2, 3)]),
     # (no gfx9 instructions: the prelude's software versions)
     "double_transcendentals": (unary_ast(256, dtypes.float64, lambda x: x.exp2().log2().sin() ** x), None),
 }

@@ -52,7 +52,7 @@ def test_opt_application_and_the_heuristic_are_separate_modules():
 
 
 def test_every_opt_has_an_entry_in_the_dispatch_table():
-    assert set(APPLY_OPT) == set(OptOps) - {OptOps.TC}
+    assert set(APPLY_OPT) == set(OptOps)
 
 
 def test_reduces_over_the_same_ranges_share_one_loop():

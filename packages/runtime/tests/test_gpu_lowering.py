@@ -181,3 +181,76 @@ def test_products_of_local_axes_index_shared_memory_apart():
         spec = to_program(reduce_ast(shape, (2,)), RENDERER, [Opt(OptOps.GROUP, 2, 8), *opts])
         out, _ = run(spec, np.zeros(12, np.float32), x)
         np.testing.assert_allclose(out, x.sum(2).reshape(-1), rtol=1e-5, atol=1e-5)
+
+
+# *** tensor cores (Opt TC): fragments by each vendor's lane layout, run by the PYTHON device's warp emulation ***
+def tc_matmul_ast(n, k, m, dt, batch=1, out_dt=f32):
+    """out[b, i, j] = sum_k dt(a[b, i, k]) * dt(b[b, k, j]), float32 inputs cast to the core's dtype in the kernel.
+    Its axes: i, j, b (by id), then the reduce k: axis 3."""
+    rb, r0 = UOp.range(batch, 3, AxisType.GLOBAL), UOp.range(n, 0, AxisType.GLOBAL)
+    r1, r2 = UOp.range(m, 1, AxisType.GLOBAL), UOp.range(k, 2, AxisType.REDUCE)
+    x = param(1, batch * n * k).index(rb * (n * k) + r0 * k + r2).load().cast(dt).cast(f32)
+    y = param(2, batch * k * m).index(rb * (k * m) + r2 * m + r1).load().cast(dt).cast(f32)
+    red = UOp(Ops.REDUCE, f32, (x * y, r2), Ops.ADD)
+    out = param(0, batch * n * m, out_dt).index(rb * (n * m) + r0 * m + r1).store(red.cast(out_dt))
+    return UOp.sink(out.end(rb, r0, r1))
+
+
+def rounded(a, dt):
+    if dt == dtypes.float16:
+        return a.astype(np.float16).astype(np.float32)
+    u = a.view(np.uint32).astype(np.uint64)
+    return (((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16).astype(np.uint32).view(np.float32)
+
+
+@pytest.mark.parametrize("tc_index", range(4))
+@pytest.mark.parametrize("shape, more", [((16, 16, 16), []), ((32, 48, 32), [Opt(OptOps.LOCAL, 0, 2)]),
+                                         ((32, 32, 16), [Opt(OptOps.UPCAST, 0, 2)])])
+def test_tensor_core_matmul(tc_index, shape, more):
+    from ember.codegen import TENSOR_CORES
+
+    tc = TENSOR_CORES[tc_index]
+    n, k, m = shape
+    if m % tc.dims[1]:
+        m *= 2
+    rng = np.random.default_rng(tc_index)
+    a, b = rng.standard_normal((n, k)).astype(np.float32), rng.standard_normal((k, m)).astype(np.float32)
+    spec = to_program(tc_matmul_ast(n, k, m, tc.dtype_in), RENDERER, [Opt(OptOps.TC, 3, tc_index), *more])
+    wmmas = [u for u in spec.uops if u.op is Ops.WMMA]
+    assert wmmas and {u.arg for u in wmmas} == {tc.name} and spec.local_size[0] == tc.threads
+    out, *_ = run(spec, np.zeros(n * m, np.float32), a, b)
+    want = rounded(a, tc.dtype_in).astype(np.float64) @ rounded(b, tc.dtype_in).astype(np.float64)
+    np.testing.assert_allclose(out.reshape(n, m), want, rtol=1e-5, atol=1e-5)
+
+
+def test_tensor_core_batched_with_a_bfloat16_result():
+    rng = np.random.default_rng(9)
+    a, b = rng.standard_normal((2, 16, 32)).astype(np.float32), rng.standard_normal((2, 32, 16)).astype(np.float32)
+    ast = tc_matmul_ast(16, 32, 16, dtypes.bfloat16, batch=2, out_dt=dtypes.bfloat16)
+    spec = to_program(ast, RENDERER, [Opt(OptOps.TC, 3, 2)])
+    dev = Device["PYTHON"]
+    bufs = [Buffer("PYTHON", 512, dtypes.bfloat16), Buffer("PYTHON", a.size, f32).copyin(a.reshape(-1)),
+            Buffer("PYTHON", b.size, f32).copyin(b.reshape(-1))]
+    dev.runtime(spec.name, dev.compiler.compile(spec.src))(*bufs, global_size=spec.global_size,
+                                                           local_size=spec.local_size)
+    raw = np.empty(512, np.uint16)
+    bufs[0].copyout(memoryview(raw).cast("B"))
+    got = (raw.astype(np.uint32) << 16).view(np.float32).reshape(2, 16, 16)
+    want = rounded(rounded(a, dtypes.bfloat16) @ rounded(b, dtypes.bfloat16), dtypes.bfloat16)
+    np.testing.assert_allclose(got, want, rtol=1e-2, atol=1e-2)
+
+
+def test_tensor_core_errors_and_heuristic():
+    from ember.codegen import CRenderer, CUDARenderer
+
+    ast = tc_matmul_ast(16, 16, 16, dtypes.bfloat16)
+    with pytest.raises(KernelOptError, match="TC mma_m16n8k16_f16 multiplies float16 values"):
+        to_program(ast, RENDERER, [Opt(OptOps.TC, 3, 1)])
+    with pytest.raises(KernelOptError, match="divisible by 16 and 8 and a reduce axis divisible by 16"):
+        to_program(tc_matmul_ast(16, 24, 16, dtypes.bfloat16), RENDERER, [Opt(OptOps.TC, 3, 0)])
+    with pytest.raises(KernelOptError, match="CUDARenderer has the tensor cores"):
+        to_program(ast, CUDARenderer(), [Opt(OptOps.TC, 3, 2)])  # an AMD core on NVIDIA
+    with pytest.raises(KernelOptError, match="CRenderer has no workgroups"):
+        to_program(ast, CRenderer(), [Opt(OptOps.TC, 3, 0)])
+    assert hand_coded_opts(ast, CUDARenderer())[0] == Opt(OptOps.TC, 3, 0)
+    assert all(o.op is not OptOps.TC for o in hand_coded_opts(tc_matmul_ast(16, 16, 16, f32), CUDARenderer()))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import struct
 
-from ember.codegen.cstyle import C_TYPES, CStyleLanguage, RenderContext, base_rewrite
+from ember.codegen.cstyle import C_TYPES, CStyleLanguage, RenderContext, base_rewrite, render_const
 from ember.uops import DType, Ops, PatternMatcher, PtrDType, UOp, UPat, dtypes
 
 # float16 and bfloat16 as their bits, each with its conversions to and from float32 (helpers in the preludes)
@@ -25,6 +25,15 @@ def bits_const(value: float, dt: DType) -> str:
     bits = struct.unpack("<H", struct.pack("<e", float(value)))[0] if dt == dtypes.float16 else \
         struct.unpack("<I", struct.pack("<f", float(value)))[0] >> 16  # (bfloat16: the top half of the float32)
     return f"((unsigned short)0x{bits:04x})"
+
+
+def scalar_const(ctx: RenderContext, x: UOp) -> str:
+    dt = x.dtype.scalar()
+    return bits_const(x.arg, dt) if dt in ctx.renderer.bits_dtypes else render_const(x.arg, dt, ctx.ctype(dt))
+
+
+def vector(ctx: RenderContext, x: UOp, lanes: list[str]) -> str:
+    return f"{ctx.ctype(x.dtype)}{{{{{', '.join(lanes)}}}}}"
 
 
 def special(ctx: RenderContext, x: UOp) -> str:
@@ -42,6 +51,12 @@ def gpu_math(ctx: RenderContext, x: UOp) -> str:
 
 gpu_rewrite = PatternMatcher([
     (UPat(Ops.SPECIAL, name="x"), special),
+    # vectors (a tensor core's fragments and accumulators) are `emb_vec<T, n>` structs
+    (UPat(Ops.CONST, name="x"), lambda ctx, x: vector(ctx, x, [scalar_const(ctx, x)] * x.dtype.count)
+     if x.dtype.count > 1 else None),
+    (UPat(Ops.VECTORIZE, name="x"), lambda ctx, x: vector(ctx, x, [ctx[s] for s in x.src])),
+    (UPat(Ops.GEP, name="x"), lambda ctx, x: f"{ctx[x.src[0]]}.v[{x.arg}]"),
+    (UPat(Ops.WMMA, name="x"), lambda ctx, x: f"emb_{x.arg}({', '.join(ctx[s] for s in x.src)})"),
     (UPat(Ops.BARRIER), lambda ctx: ctx.renderer.barrier),
     (UPat(Ops.DEFINE_LOCAL, name="x"),
      lambda ctx, x: f"{ctx.renderer.shared_prefix}{ctx.ctype(x.dtype.base)} {ctx[x]}[{x.dtype.size}];"),
@@ -62,7 +77,8 @@ gpu_rewrite = PatternMatcher([
 ])
 
 # the helpers both preludes define (after their own `DEVICE` and `INFINITY`/`NAN`)
-_COMMON = """DEVICE float emb_maxf(float a, float b) { return (a != a || a > b) ? a : b; }
+_COMMON = """template <class T, int N> struct emb_vec { T v[N]; };
+DEVICE float emb_maxf(float a, float b) { return (a != a || a > b) ? a : b; }
 DEVICE double emb_max(double a, double b) { return (a != a || a > b) ? a : b; }
 template <class T, class F> DEVICE T emb_bitcast(F x) { union { F f; T t; } u; u.f = x; return u.t; }
 DEVICE float emb_bf16_to_f32(unsigned short x) { return emb_bitcast<float>((unsigned int)x << 16); }
@@ -102,12 +118,18 @@ class GPURenderer(CStyleLanguage):
         variables = [f"const {self.render_dtype(dtypes.index)} {ctx[u]}"
                      for u in sorted((u for u in uops if u.op is Ops.DEFINE_VAR), key=lambda u: u.arg[0])]
         threads = math.prod(u.src[0].arg for u in uops if u.op is Ops.SPECIAL and u.arg.startswith("lidx"))
-        return (self.prelude + f"{self.kernel_prefix(threads)} {name}({', '.join(bufs + variables)}) {{\n" +
+        if unknown := {u.arg for u in uops if u.op is Ops.WMMA} - set(self.wmma_helpers):
+            raise NotImplementedError(f"{type(self).__name__}: no tensor core {sorted(unknown)}")
+        helpers = "".join(f"#ifndef EMB_{name}\n#define EMB_{name}\n{self.wmma_helpers[name]}#endif\n"
+                          for name in sorted({u.arg for u in uops if u.op is Ops.WMMA}))
+        return (self.prelude + helpers + f"{self.kernel_prefix(threads)} {name}({', '.join(bufs + variables)}) {{\n" +
                 "\n".join(body) + "\n}\n")
+
+    wmma_helpers: dict[str, str] = {}  # tensor core name -> the helper function that runs it
 
     def render_dtype(self, dt: DType) -> str:
         if dt.count > 1 and not isinstance(dt, PtrDType):
-            raise NotImplementedError(f"{type(self).__name__}: vector dtype {dt!r} (GPU vectors are not rendered yet)")
+            return f"emb_vec<{self.render_dtype(dt.scalar())}, {dt.count}>"
         return super().render_dtype(dt)
 
     def __repr__(self) -> str:
@@ -131,6 +153,20 @@ DEVICE unsigned short emb_f32_to_f16(float f) { unsigned short x; asm("cvt.rn.f1
 """
 
 
+def _mma(kind: str) -> str:
+    """mma.sync m16n8k16 with float32 accumulators: the lane's A and B halves packed in pairs, low index low."""
+    return (f"DEVICE emb_vec<float, 4> emb_mma_m16n8k16_{kind}(emb_vec<unsigned short, 8> a, "
+            "emb_vec<unsigned short, 4> b, emb_vec<float, 4> c) {\n"
+            "  unsigned int A[4], B[2];\n"
+            "  for (int i = 0; i < 4; i++) A[i] = a.v[2 * i] | ((unsigned int)a.v[2 * i + 1] << 16);\n"
+            "  for (int i = 0; i < 2; i++) B[i] = b.v[2 * i] | ((unsigned int)b.v[2 * i + 1] << 16);\n"
+            f'  asm("mma.sync.aligned.m16n8k16.row.col.f32.{kind}.{kind}.f32 {{%0, %1, %2, %3}}, '
+            '{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"\n'
+            '      : "+f"(c.v[0]), "+f"(c.v[1]), "+f"(c.v[2]), "+f"(c.v[3])\n'
+            '      : "r"(A[0]), "r"(A[1]), "r"(A[2]), "r"(A[3]), "r"(B[0]), "r"(B[1]));\n'
+            "  return c;\n}\n")
+
+
 class CUDARenderer(GPURenderer):
     """CUDA C++ for NVRTC, sm_80 and newer (`arch` "sm_90" for Hopper). No headers: float16 and bfloat16 are their
     bits, converted by PTX `cvt` and integer arithmetic."""
@@ -150,6 +186,8 @@ class CUDARenderer(GPURenderer):
     shared_prefix = "__shared__ __align__(16) "
     math_names = _C_MATH
     prelude = _CUDA_PRELUDE
+    tensor_cores = ("mma_m16n8k16_bf16", "mma_m16n8k16_f16")
+    wmma_helpers = {"mma_m16n8k16_bf16": _mma("bf16"), "mma_m16n8k16_f16": _mma("f16")}
 
     def __init__(self, arch: str = "sm_90"):
         if not arch.startswith("sm_") or not arch[3:].isdigit() or int(arch[3:]) < 80:
@@ -230,6 +268,19 @@ _HIP_PRELUDE = """#ifndef EMB_PRELUDE
 #define NAN __builtin_nanf("")
 """ + _COMMON + _HIP_F64 + "#endif\n"
 
+def _mfma(kind: str, lanes: str, builtin: str) -> str:
+    """v_mfma_f32_16x16x16: the fragments as clang's vector types, in and out."""
+    return (f"typedef {lanes} emb_{kind}x4 __attribute__((ext_vector_type(4)));\n"
+            "typedef float emb_f32x4 __attribute__((ext_vector_type(4)));\n"
+            f"DEVICE emb_vec<float, 4> emb_mfma_16x16x16_{kind}(emb_vec<{'unsigned short' if kind == 'bf16' else lanes}"
+            f", 4> a, emb_vec<{'unsigned short' if kind == 'bf16' else lanes}, 4> b, emb_vec<float, 4> c) {{\n"
+            f"  emb_{kind}x4 A = {{({lanes})a.v[0], ({lanes})a.v[1], ({lanes})a.v[2], ({lanes})a.v[3]}};\n"
+            f"  emb_{kind}x4 B = {{({lanes})b.v[0], ({lanes})b.v[1], ({lanes})b.v[2], ({lanes})b.v[3]}};\n"
+            "  emb_f32x4 C = {c.v[0], c.v[1], c.v[2], c.v[3]};\n"
+            f"  emb_f32x4 D = {builtin}(A, B, C, 0, 0, 0);\n"
+            "  return emb_vec<float, 4>{{D[0], D[1], D[2], D[3]}};\n}\n")
+
+
 HIP_ARCHS = ("gfx942", "gfx950")
 
 
@@ -251,6 +302,9 @@ class HIPRenderer(GPURenderer):
     shared_prefix = "__attribute__((shared, aligned(16))) "
     math_names = _HIP_MATH
     prelude = _HIP_PRELUDE
+    tensor_cores = ("mfma_16x16x16_bf16", "mfma_16x16x16_f16")
+    wmma_helpers = {"mfma_16x16x16_bf16": _mfma("bf16", "short", "__builtin_amdgcn_mfma_f32_16x16x16bf16_1k"),
+                    "mfma_16x16x16_f16": _mfma("f16", "_Float16", "__builtin_amdgcn_mfma_f32_16x16x16f16")}
 
     def __init__(self, arch: str = "gfx942"):
         if arch.split(":")[0] not in HIP_ARCHS:

@@ -6,8 +6,9 @@ shared memory, and the output axes become thread ids.
       STORE(local[lane], partial); BARRIER                   lane: the thread's slot among the workgroup's
       REDUCE(LOAD(local[base + g']), g')                     every thread adds up its group's parts
   and the stores to buffers that g does not address are made by the thread with g == 0 alone.
-- `gpu_dims`: GLOBAL ranges become workgroup ids (`SPECIAL` "gidx<d>"), LOCAL and GROUP_REDUCE ranges thread ids in
-  the workgroup ("lidx<d>"), the innermost range on dimension 0 (x). More ranges than the target has dimensions share
+- `gpu_dims`: GLOBAL ranges become workgroup ids (`SPECIAL` "gidx<d>"), LOCAL, WARP and GROUP_REDUCE ranges thread
+  ids in the workgroup ("lidx<d>"), the innermost range on dimension 0 (x): a WARP range, the lanes of a tensor-core
+  instruction, is always innermost, so a warp is consecutive threads. More ranges than the target has dimensions share
   the outermost one (each range a `//` and `%` of it); an axis of a size known only at run time stays a loop.
 """
 
@@ -20,7 +21,7 @@ from ember.codegen.opt import range_order, range_size
 from ember.codegen.renderer import Renderer
 from ember.uops import AddrSpace, AxisType, Ops, PatternMatcher, UOp, UPat, dtypes, graph_rewrite
 
-THREAD_KINDS = (AxisType.LOCAL, AxisType.GROUP_REDUCE)
+THREAD_KINDS = (AxisType.LOCAL, AxisType.WARP, AxisType.GROUP_REDUCE)
 
 
 class GroupContext:
@@ -126,7 +127,9 @@ def gpu_dims(sink: UOp, renderer: Renderer) -> UOp:
     """The kernel with its GLOBAL ranges on workgroup ids and its LOCAL/GROUP_REDUCE ranges on thread ids."""
     rngs = sorted({u for u in sink.toposort() if u.op is Ops.RANGE}, key=range_order)
     known = [r for r in rngs if range_size(r) is not None]
-    locals_ = [r for r in known if r.arg[1] in THREAD_KINDS]
+    # (a WARP range innermost: a tensor core's lanes are consecutive threads)
+    locals_ = sorted((r for r in known if r.arg[1] in THREAD_KINDS), key=lambda r: (r.arg[1] is AxisType.WARP,
+                                                                                    range_order(r)))
     if math.prod(range_size(r) for r in locals_) > renderer.max_workgroup_threads:
         raise ValueError(f"gpu_dims: {math.prod(range_size(r) for r in locals_)} threads in a workgroup, the target "
                          f"runs at most {renderer.max_workgroup_threads}")

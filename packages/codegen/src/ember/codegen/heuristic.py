@@ -14,7 +14,8 @@ from ember.codegen.opt import (
 )
 from ember.codegen.program import Opt, OptOps
 from ember.codegen.renderer import Renderer
-from ember.uops import AxisType, Ops, UOp, linear_terms
+from ember.codegen.tc import TENSOR_CORES
+from ember.uops import AxisType, Ops, UOp, linear_terms, settings
 
 
 def access_strides(idx: UOp) -> dict[UOp, int | None]:
@@ -153,6 +154,21 @@ def gpu_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
     outputs = [r for r in rngs if r.arg[1] is AxisType.GLOBAL and range_size(r) is not None]
     reduces = [r for r in rngs if r.arg[1] is AxisType.REDUCE and range_size(r) is not None]
     budget = min(WORKGROUP_THREADS, renderer.max_workgroup_threads)
+    # a matmul of the inputs a tensor core takes: its tiles on the core, the tile axes then on more warps
+    if len(reduces) == 1 and settings.TC.value:
+        for name in renderer.tensor_cores:
+            index = next(i for i, tc in enumerate(TENSOR_CORES) if tc.name == name)
+            try:
+                add(Opt(OptOps.TC, axis(reduces[0]), index))
+            except KernelOptError:
+                continue
+            budget //= TENSOR_CORES[index].threads
+            for r in reversed([r for r in kernel_ranges(ast) if r.arg[1] is AxisType.GLOBAL]):
+                amount = _divisor(range_size(r), tuple(a for a in (4, 2) if a <= budget))
+                if amount is not None:
+                    add(Opt(OptOps.LOCAL, axis(r), amount))
+                    budget //= amount
+            return opts
     out_work = 1
     for r in outputs:
         out_work *= range_size(r) or 1

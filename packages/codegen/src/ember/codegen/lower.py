@@ -146,6 +146,13 @@ pm_sort_ends = PatternMatcher([
 pm_lower_expand = pm_sort_ends + pm_expand + symbolic_simple + pm_divmod
 
 
+# a tensor core adds its product to the accumulator itself: acc + WMMA(a, b, 0) is WMMA(a, b, acc)
+pm_wmma_accumulate = PatternMatcher([
+    (UPat(Ops.ADD, src=(UPat.var("acc"), UPat(Ops.WMMA, src=(UPat.var("a"), UPat.var("b"), UPat(Ops.CONST, arg=0.0)),
+                                              name="w"))),
+     lambda acc, a, b, w: w.replace(src=(a, b, acc))),
+])
+
 # top-down (bottom_up=True): a reduce is lowered as the kernel first had it, the graph ReduceContext walked; the reduces
 # inside its loop's values are lowered after it
 pm_lower_reduce = PatternMatcher([
@@ -165,6 +172,7 @@ def lower(ast: UOp, renderer: Renderer | None = None) -> UOp:
         sink = lower_group_reduces(sink)
     sink = graph_rewrite(sink, pm_lower_reduce, ctx=ReduceContext(sink), bottom_up=True, name="lower reduces")
     if renderer.has_local:
+        sink = graph_rewrite(sink, pm_wmma_accumulate, name="wmma accumulate")
         sink = gpu_dims(sink, renderer)
     sink = graph_rewrite(sink, pm_decompose(renderer.compute_via_float32), name="decompose")
     return sink

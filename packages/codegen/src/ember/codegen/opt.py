@@ -8,6 +8,7 @@ import itertools
 from collections.abc import Callable
 
 from ember.codegen.program import Opt, OptOps
+from ember.codegen.tc import TENSOR_CORES, Layout, TensorCore
 from ember.uops import AddrSpace, AxisType, DType, Ops, UOp, dtypes, gate_loads
 
 
@@ -15,8 +16,8 @@ class KernelOptError(ValueError):
     """An Opt that does not apply to the kernel (bad axis, amount that does not divide, wrong axis kind)."""
 
 
-_KIND_ORDER = {AxisType.THREAD: 0, AxisType.GLOBAL: 1, AxisType.LOCAL: 2, AxisType.LOOP: 3, AxisType.UPCAST: 4,
-               AxisType.GROUP_REDUCE: 5, AxisType.REDUCE: 6, AxisType.UNROLL: 7}
+_KIND_ORDER = {AxisType.THREAD: 0, AxisType.GLOBAL: 1, AxisType.LOCAL: 2, AxisType.WARP: 3, AxisType.LOOP: 4,
+               AxisType.UPCAST: 5, AxisType.GROUP_REDUCE: 6, AxisType.REDUCE: 7, AxisType.UNROLL: 8}
 OUTPUT_KINDS = (AxisType.THREAD, AxisType.GLOBAL, AxisType.LOCAL, AxisType.LOOP, AxisType.UPCAST)
 REDUCE_KINDS = (AxisType.REDUCE, AxisType.GROUP_REDUCE, AxisType.UNROLL)
 
@@ -249,14 +250,79 @@ def _group(ast: UOp, opt: Opt, rngs: list[UOp], r: UOp) -> UOp:
     return split_range(ast, r, threads, loop, size // opt.amount)  # thread * chunk + element: one chunk per thread
 
 
+def _tc_source(v: UOp, tc: TensorCore) -> UOp | None:
+    """The dtype_in value a matmul operand is (itself, or what a CAST of it widens), else None."""
+    if v.dtype == tc.dtype_in:
+        return v
+    return v.src[0] if v.op is Ops.CAST and v.src[0].dtype == tc.dtype_in else None
+
+
+def _tc(ast: UOp, opt: Opt, rngs: list[UOp], r: UOp) -> UOp:
+    """The matmul over reduce axis r on a tensor core: out[m, n] = sum_k x[m, k] * y[k, n] (x, y of the core's input
+    dtype, or casts of such) becomes tiles: m = m' * tm + ., n = n' * tn + ., k = k' * tk + ., and per tile one WMMA of
+    the lanes (a WARP range) over the fragments each lane loads by the core's layout, summed over k' in a vector
+    accumulator; each lane stores its elements of the D tile."""
+    if not 0 <= opt.amount < len(TENSOR_CORES):
+        raise KernelOptError(f"{opt}: TC amount picks a tensor core 0..{len(TENSOR_CORES) - 1}")
+    tc = TENSOR_CORES[opt.amount]
+    tm, tn, tk = tc.dims
+    reduces = [u for u in ast.toposort() if u.op is Ops.REDUCE]
+    if len(reduces) != 1 or reduces[0].src[1:] != (r,) or reduces[0].arg is not Ops.ADD or \
+            reduces[0].src[0].op is not Ops.MUL:
+        raise KernelOptError(f"{opt}: TC needs a kernel whose one reduce is a sum over axis {opt.axis} of products")
+    red = reduces[0]
+    x, y = (_tc_source(v, tc) for v in red.src[0].src)
+    if x is None or y is None:
+        raise KernelOptError(f"{opt}: TC {tc.name} multiplies {tc.dtype_in.name} values, the products are of "
+                             f"{[v.dtype.name for v in red.src[0].src]}")
+    if red.dtype not in (tc.dtype_out, tc.dtype_in):
+        raise KernelOptError(f"{opt}: TC {tc.name} sums in {tc.dtype_out.name}, the reduce is {red.dtype.name}")
+    in_x, in_y = set(x.toposort()), set(y.toposort())
+    outputs = [o for o in rngs if o.arg[1] is AxisType.GLOBAL and range_size(o) is not None]
+    ms = [o for o in outputs if o in in_x and o not in in_y and range_size(o) % tm == 0]
+    ns = [o for o in outputs if o in in_y and o not in in_x and range_size(o) % tn == 0]
+    if not ms or not ns or (range_size(r) or 0) % tk or r.arg[1] is not AxisType.REDUCE:
+        raise KernelOptError(f"{opt}: TC {tc.name} needs output axes of the two operands divisible by {tm} and {tn} "
+                             f"and a reduce axis divisible by {tk}")
+    m, n = ms[-1], ns[-1]
+    mo = UOp.range(range_size(m) // tm, m.arg[0], AxisType.GLOBAL)
+    no = UOp.range(range_size(n) // tn, n.arg[0], AxisType.GLOBAL)
+    ko = UOp.range(range_size(r) // tk, r.arg[0], AxisType.REDUCE)
+    lane = UOp.range(tc.threads, max(u.arg[0] for u in rngs) + 1, AxisType.WARP)
+
+    def fragment(v: UOp, at: Layout, count: int, rows: tuple[UOp, UOp, int], cols: tuple[UOp, UOp, int]) -> UOp:
+        parts = []
+        for e in range(count):
+            i, j = at(lane, e)
+            parts.append(v.substitute({rows[0]: rows[1] * rows[2] + i, cols[0]: cols[1] * cols[2] + j}))
+        return UOp(Ops.VECTORIZE, tc.dtype_in.vec(count), tuple(parts))
+
+    acc = tc.dtype_out.vec(tc.elements[2])
+    a = fragment(x, tc.a_at, tc.elements[0], (m, mo, tm), (r, ko, tk))
+    b = fragment(y, tc.b_at, tc.elements[1], (r, ko, tk), (n, no, tn))
+    wmma = UOp(Ops.WMMA, acc, (a, b, UOp(Ops.CONST, acc, (), 0.0)), tc.name)
+    tile = UOp(Ops.REDUCE, acc, (wmma, ko), Ops.ADD)
+    ends = {}
+    for end in (u for u in ast.toposort() if u.op is Ops.END and red in u.src[0].toposort()):
+        stores = []
+        for e in range(tc.elements[2]):
+            i, j = tc.c_at(lane, e)
+            value = UOp(Ops.GEP, tc.dtype_out, (tile,), e)
+            stores.append(end.src[0].substitute({red: value if red.dtype == tc.dtype_out else value.cast(red.dtype),
+                                                 m: mo * tm + i, n: no * tn + j}))
+        kept = tuple(mo if s is m else no if s is n else s for s in end.src[1:])
+        ends[end] = UOp(Ops.END, dtypes.void, (UOp(Ops.NOOP, dtypes.void, tuple(stores)), *kept, lane))
+    return ast.substitute(ends)
+
+
 # the opts that only a target with workgroups (Renderer.has_local) can run
-GPU_OPTS = frozenset({OptOps.LOCAL, OptOps.GROUP, OptOps.GROUPTOP})
+GPU_OPTS = frozenset({OptOps.LOCAL, OptOps.GROUP, OptOps.GROUPTOP, OptOps.TC})
 
 # each OptOps' application: (kernel, opt, the kernel's ranges, the opt's range) -> the new kernel
 APPLY_OPT: dict[OptOps, Callable[[UOp, Opt, list[UOp], UOp], UOp]] = {
     OptOps.UPCAST: _upcast_or_unroll, OptOps.UNROLL: _upcast_or_unroll, OptOps.PARTIAL: _partial,
     OptOps.THREAD: _thread, OptOps.PADTO: _padto, OptOps.SWAP: _swap, OptOps.PACK: _pack, OptOps.LOCAL: _local,
-    OptOps.GROUP: _group, OptOps.GROUPTOP: _group}
+    OptOps.GROUP: _group, OptOps.GROUPTOP: _group, OptOps.TC: _tc}
 
 
 def apply_opt(ast: UOp, opt: Opt) -> UOp:

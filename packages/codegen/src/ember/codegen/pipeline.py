@@ -7,15 +7,16 @@ from ember.codegen.heuristic import hand_coded_opts
 from ember.codegen.linearize import linearize
 from ember.codegen.lower import lower
 from ember.codegen.opt import GPU_OPTS, KernelOptError, apply_opts, kernel_ranges, range_size
-from ember.codegen.program import BufferArg, Estimates, Opt, ProgramSpec
+from ember.codegen.program import BufferArg, Estimates, Opt, OptOps, ProgramSpec
 from ember.codegen.renderer import Renderer
+from ember.codegen.tc import TENSOR_CORES
 from ember.uops import AxisType, Ops, UOp, graph_rewrite, settings, symbolic, verify
 
 
 def kernel_name(ast: UOp) -> str:
     """`E_` (elementwise) or `r_` (with a reduce), then the sizes of the axes: `r_64_32_4`."""
     rngs = kernel_ranges(ast)
-    prefix = "r" if any(r.arg[1] in (AxisType.REDUCE, AxisType.UNROLL) for r in rngs) else "E"
+    prefix = "r" if any(r.arg[1] in (AxisType.REDUCE, AxisType.UNROLL, AxisType.GROUP_REDUCE) for r in rngs) else "E"
     return "_".join([prefix] + [str(range_size(r) if range_size(r) is not None else "n") for r in rngs]) \
         if rngs else f"{prefix}_1"
 
@@ -60,7 +61,12 @@ def to_program(ast: UOp, renderer: Renderer, opts: list[Opt] | None = None) -> P
     if opts is None:
         opts = [] if settings.NOOPT.value else hand_coded_opts(ast, renderer)
     if not renderer.has_local and (gpu := [o for o in opts if o.op in GPU_OPTS]):
-        raise KernelOptError(f"{gpu}: {type(renderer).__name__} has no workgroups (LOCAL/GROUP/GROUPTOP are GPU opts)")
+        raise KernelOptError(f"{gpu}: {type(renderer).__name__} has no workgroups (LOCAL/GROUP/GROUPTOP/TC are GPU "
+                             "opts)")
+    for o in opts:
+        if o.op is OptOps.TC and (o.amount not in range(len(TENSOR_CORES)) or
+                                  TENSOR_CORES[o.amount].name not in renderer.tensor_cores):
+            raise KernelOptError(f"{o}: {type(renderer).__name__} has the tensor cores {renderer.tensor_cores}")
     sink = apply_opts(ast, opts)
     sink = graph_rewrite(sink, symbolic, name="postopt symbolic")
     name = kernel_name(sink)

@@ -22,12 +22,12 @@ import itertools
 import pickle
 import struct
 import time
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Generator, Hashable, Sequence
 from typing import Any
 
 import numpy as np
 
-from ember.codegen import Renderer
+from ember.codegen import TC_BY_NAME, TENSOR_CORES, Renderer, wmma_reference
 from ember.runtime.allocator import LRUAllocator
 from ember.runtime.buffer import Buffer
 from ember.runtime.compiler import CompileError, Compiler
@@ -62,6 +62,7 @@ class PythonRenderer(Renderer):
 
     device = "PYTHON"
     has_local = True
+    tensor_cores = tuple(tc.name for tc in TENSOR_CORES)  # each emulated by its vendor's lane layout
     supports_dtypes = tuple(d for d in dtypes.all if d not in dtypes.fp8s)
 
     def render(self, name: str, uops: tuple[UOp, ...]) -> str:
@@ -151,7 +152,10 @@ class _Memory:
 # *** the interpreter ***
 # the sources each op computes with (the rest only order it)
 _VALUE_SRCS = {Ops.LOAD: 1, Ops.IF: 1, Ops.ENDIF: 1, Ops.END: 1, Ops.SINK: 0, Ops.NOOP: 0, Ops.BARRIER: 0}
-_UNSUPPORTED = (Ops.WMMA,)
+# the ops of a linear kernel program: anything else (a tensor-level op) is refused on load
+_PROGRAM_OPS = GroupOp.ALU | {Ops.CAST, Ops.BITCAST, Ops.CONST, Ops.VCONST, Ops.PARAM, Ops.DEFINE_VAR, Ops.DEFINE_REG,
+                              Ops.DEFINE_LOCAL, Ops.INDEX, Ops.LOAD, Ops.STORE, Ops.RANGE, Ops.END, Ops.IF, Ops.ENDIF,
+                              Ops.SPECIAL, Ops.BARRIER, Ops.WMMA, Ops.VECTORIZE, Ops.GEP, Ops.SINK, Ops.NOOP}
 
 
 def _zero(dt: DType) -> Any:
@@ -197,7 +201,7 @@ class PythonProgram(Program):
         loops: list[int] = []
         ifs: list[int] = []
         for i, u in enumerate(uops):
-            if u.op in _UNSUPPORTED:
+            if u.op not in _PROGRAM_OPS:
                 raise NotImplementedError(f"PYTHON: {u.op!r} is not supported by the PYTHON device")
             n_value = _VALUE_SRCS.get(u.op, 2 if u.op is Ops.STORE else len(u.src))
             srcs = u.src[:n_value]
@@ -264,8 +268,9 @@ class PythonProgram(Program):
             locals_ = tuple(local_size or (1,) * len(global_size))
             for gid in itertools.product(*(range(g) for g in global_size)):
                 shared = self._shared()
-                self._workgroup([self._run(memory, var_vals, (gid, lid, locals_), shared)
-                                 for lid in itertools.product(*(range(n) for n in locals_))], gid)
+                # (linear thread order, x fastest: a warp is consecutive threads)
+                self._workgroup([self._run(memory, var_vals, (gid, lid[::-1], locals_), shared)
+                                 for lid in itertools.product(*(range(n) for n in reversed(locals_)))], gid)
         else:
             self._workgroup([self._run(memory, var_vals, None, self._shared())], ())
         return time.perf_counter() - start if wait else None
@@ -280,22 +285,40 @@ class PythonProgram(Program):
                                  f"local{u.arg}")
         return ret
 
-    def _workgroup(self, threads: list[Iterator[None]], gid: tuple[int, ...]) -> None:
-        """Run the threads of a workgroup in turns, from one barrier to the next."""
-        while threads:
-            waiting = []
-            for t in threads:
-                if next(t, StopIteration) is not StopIteration:
-                    waiting.append(t)
-            if waiting and len(waiting) != len(threads):
-                raise RuntimeError(f"PYTHON {self.name}: in workgroup {gid}, {len(waiting)} of {len(threads)} threads "
+    def _workgroup(self, threads: list[Generator[Any, Any, None]], gid: tuple[int, ...]) -> None:
+        """Run the threads of a workgroup (listed in linear thread order: x fastest) in turns, each until it waits at a
+        BARRIER or a WMMA; when all of them do, they go on (a WMMA's lanes get their part of the tile)."""
+        sent: list[Any] = [None] * len(threads)
+        live = list(range(len(threads)))
+        while live:
+            waits = {}
+            for i in live:
+                try:
+                    waits[i] = threads[i].send(sent[i])
+                except StopIteration:
+                    pass
+            if waits and len(waits) != len(live):
+                raise RuntimeError(f"PYTHON {self.name}: in workgroup {gid}, {len(waits)} of {len(live)} threads "
                                    "wait at a barrier the others never reach")
-            threads = waiting
+            if waits and (kinds := {w[0] if w else None for w in waits.values()}) != {None}:
+                if len(kinds) != 1:
+                    raise RuntimeError(f"PYTHON {self.name}: in workgroup {gid}, threads wait at different "
+                                       f"barriers/tensor cores {sorted(map(str, kinds))}")
+                tc = TC_BY_NAME[next(iter(kinds))]
+                for warp in range(0, len(live), tc.threads):
+                    lanes = live[warp:warp + tc.threads]
+                    if len(lanes) != tc.threads:
+                        raise RuntimeError(f"PYTHON {self.name}: {tc.name} needs warps of {tc.threads} threads, the "
+                                           f"workgroup has {len(live)}")
+                    d = wmma_reference(tc, *([waits[i][1][j] for i in lanes] for j in range(3)))
+                    for i, out in zip(lanes, d):
+                        sent[i] = tuple(truncate(tc.dtype_out, v) for v in out)
+            live = list(waits)
 
     def _run(self, memory: dict[int, _Memory], var_vals: dict[UOp, int],
              thread: tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]] | None,
-             shared: dict[int, _Memory]) -> Iterator[None]:
-        """One thread of the program, yielding at each BARRIER."""
+             shared: dict[int, _Memory]) -> Generator[Any, Any, None]:
+        """One thread of the program, yielding at each BARRIER (None) and WMMA (its name and fragments)."""
         code, jump, uops = self.code, self.jump, self.uops
         values: list[Any] = [None] * len(code)
         ends: dict[int, int] = {}
@@ -342,7 +365,7 @@ class PythonProgram(Program):
                     pc = start + 1
                     continue
             elif op is Ops.CONST:
-                values[pc] = arg
+                values[pc] = arg if dt.count == 1 else (arg,) * dt.count
             elif op is Ops.VCONST:
                 values[pc] = tuple(arg)
             elif op is Ops.PARAM:
@@ -354,7 +377,9 @@ class PythonProgram(Program):
             elif op is Ops.DEFINE_LOCAL:
                 values[pc] = shared[pc]
             elif op is Ops.BARRIER:
-                yield
+                yield None
+            elif op is Ops.WMMA:  # the lanes of the warp meet here: the workgroup computes their tile
+                values[pc] = yield (arg, tuple(values[s] for s in src))
             elif op is Ops.BITCAST:
                 values[pc] = _bitcast(uops[src[0]].dtype, dt, values[src[0]])
             elif op is Ops.VECTORIZE:

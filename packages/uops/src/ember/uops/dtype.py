@@ -59,6 +59,16 @@ class DType:
     def bitsize(self) -> int:
         return self.itemsize * 8
 
+    @property
+    def min(self) -> int | float | bool:
+        """The smallest finite value of this type (`dtypes.min(dt)`): `dtypes.int8.min == -128`."""
+        return dtypes.min(self)
+
+    @property
+    def max(self) -> int | float | bool:
+        """The largest finite value of this type (`dtypes.max(dt)`): `dtypes.uint8.max == 255`."""
+        return dtypes.max(self)
+
 
 @dataclass(frozen=True, eq=False)
 class PtrDType(DType):

@@ -51,6 +51,27 @@ def _reduce_max_grad(ctx: UOp, ret: UOp, x: UOp) -> tuple[UOp]:
     return ((ctx * count.reciprocal()).expand(x.shape) * mask,)
 
 
+def _pow_grad(ctx: UOp, ret: UOp, a: UOp, b: UOp) -> tuple[UOp, UOp]:
+    # PyTorch's: d/da is 0 where b == 0 (0 ** 0 included), d/db is 0 where a == 0 and b >= 0 (no 0 * log(0) NaN)
+    zero = _const_like(a, 0.0)
+    da = b.eq(zero).where(zero, b * a.pow(b + -_const_like(b, 1.0)))
+    db = (a.eq(zero) & (b < zero).logical_not()).where(zero, ret * (a.log2() * _const_like(a, _LN2)))
+    return ctx * da, ctx * db
+
+
+def _reduce_mul_grad(ctx: UOp, ret: UOp, x: UOp) -> tuple[UOp]:
+    # d prod / d x_i is the product of the others: ret / x_i without zeros, else the product of the nonzero elements at
+    # a lone zero and 0 everywhere when two or more are zero (ret / x_i would be 0 / 0)
+    axes = ret.arg[1]
+    zero, one = _const_like(x, 0.0), _const_like(x, 1.0)
+    is_zero = x.eq(zero)
+    nonzero_prod = is_zero.where(one, x).reduce_axis(Ops.MUL, axes).expand(x.shape)
+    zeros = is_zero.where(one, zero).reduce_axis(Ops.ADD, axes).expand(x.shape)
+    others = zeros.eq(zero).where(nonzero_prod * is_zero.where(one, x).reciprocal(),
+                                  (zeros.eq(one) & is_zero).where(nonzero_prod, zero))
+    return (ctx.expand(x.shape) * others,)
+
+
 pm_gradient = PatternMatcher([
     (UPat(Ops.CAST, src=(UPat.var("x"),), name="ret"),
      lambda ctx, ret, x: (ctx.cast(x.dtype) if dtypes.is_float(x.dtype) else None,)),
@@ -67,9 +88,7 @@ pm_gradient = PatternMatcher([
     (UPat(Ops.FDIV, src=(UPat.var("a"), UPat.var("b"))),
      lambda ctx, a, b: (ctx / b, -ctx * a / (b * b))),
     (UPat(Ops.MAX, src=(UPat.var("a"), UPat.var("b")), name="ret"), _max_grad),
-    (UPat(Ops.POW, src=(UPat.var("a"), UPat.var("b")), name="ret"),
-     lambda ctx, ret, a, b: (ctx * b * a.pow(b + -_const_like(b, 1.0)),
-                             ctx * ret * (a.log2() * _const_like(a, _LN2)))),
+    (UPat(Ops.POW, src=(UPat.var("a"), UPat.var("b")), name="ret"), _pow_grad),
     (UPat(Ops.WHERE, src=(UPat.var("c"), UPat.var("a"), UPat.var("b"))),
      lambda ctx, c, a, b: (None, c.where(ctx, _const_like(a, 0.0)), c.where(_const_like(b, 0.0), ctx))),
     (UPat(GroupOp.Comparison | {Ops.IDIV, Ops.MOD, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR, Ops.BITCAST},
@@ -77,8 +96,7 @@ pm_gradient = PatternMatcher([
     # reductions
     (UPat(Ops.REDUCE_AXIS, src=(UPat.var("x"),), name="ret"),
      lambda ctx, ret, x: (ctx.expand(x.shape),) if ret.arg[0] is Ops.ADD else
-     _reduce_max_grad(ctx, ret, x) if ret.arg[0] is Ops.MAX else
-     ((ctx * ret).expand(x.shape) * x.reciprocal(),)),
+     _reduce_max_grad(ctx, ret, x) if ret.arg[0] is Ops.MAX else _reduce_mul_grad(ctx, ret, x)),
     # movement
     (UPat(Ops.RESHAPE, src=(UPat.var("x"),)), lambda ctx, x: (ctx.reshape(x.shape),)),
     (UPat(Ops.PERMUTE, name="ret"), lambda ctx, ret: (ctx.permute(_permute_back(ret.arg)),)),
@@ -111,8 +129,9 @@ def _mselect_grad(ctx: UOp, ret: UOp, x: UOp) -> UOp:
 
 
 def gradient(root: UOp, targets: list[UOp], root_grad: UOp) -> dict[UOp, UOp]:
-    """d(root)/d(target) for each target reachable from root, given the gradient of root (its shape). Targets that
-    root does not depend on (or only through DETACH, comparisons, integer ops) are left out."""
+    """d(root)/d(target) for each target reachable from root, given the gradient of root (its shape). A target that
+    root uses only through ops without a gradient (comparisons, integer ops) gets zeros, as in PyTorch; targets that
+    root does not use (or only through DETACH) are left out."""
     # only the part of the graph between root and the targets carries gradients
     on_path: set[UOp] = set(targets)
     order = root.toposort(gate=lambda u: u.op is not Ops.DETACH)
@@ -132,4 +151,5 @@ def gradient(root: UOp, targets: list[UOp], root_grad: UOp) -> dict[UOp, UOp]:
             if sg is None or s not in on_path:
                 continue
             grads[s] = sg if s not in grads else grads[s] + sg
-    return {t: grads[t] for t in targets if t in grads}
+    reached = set(order)
+    return {t: grads[t] if t in grads else _const_like(t, 0) for t in targets if t in grads or t in reached}

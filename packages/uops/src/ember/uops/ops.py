@@ -19,10 +19,12 @@ from ember.uops.shape import Shape, sint
 
 class AxisType(Enum):
     """How codegen treats a RANGE: output axes are GLOBAL (LOOP once split off for threads), reduce axes REDUCE; opts
-    split off UPCAST (output) and UNROLL (reduce) inner ranges of a constant size, THREAD ranges go to CPU cores."""
+    split off UPCAST (output) and UNROLL (reduce) inner ranges of a constant size, THREAD ranges go to CPU cores, LOCAL
+    and GROUP_REDUCE ranges to the threads of a GPU workgroup, WARP to the lanes of a tensor-core instruction."""
 
     GLOBAL = auto()
     LOCAL = auto()
+    WARP = auto()  # the lanes of a warp (wavefront) running one tensor-core instruction together: innermost thread ids
     LOOP = auto()
     THREAD = auto()
     REDUCE = auto()

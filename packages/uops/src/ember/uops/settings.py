@@ -84,6 +84,7 @@ def _choice(*accepted: str) -> Callable[[str], str]:
 DEBUG = Flag("DEBUG", 0, _int(0), "1: schedules, 2: each kernel with its time, 4: kernel sources")
 BEAM = Flag("BEAM", 0, _int(0), "width of the opts search timed on the device (0: the hand-coded heuristic)")
 NOOPT = Flag("NOOPT", False, _bool, "kernels with no opts at all (the plain loops)")
+TC = Flag("TC", True, _bool, "the GPU heuristic puts matmuls of 16-bit floats on tensor cores where a target has them")
 SPEC = Flag("SPEC", False, _bool, "verify every stage's graph against its spec")
 CACHE = Flag("CACHE", True, _bool, "read and write the on-disk caches (programs, compiles, BEAM winners)")
 CODEGEN_WORKERS = Flag("CODEGEN_WORKERS", lambda: max((os.cpu_count() or 1) - 1, 0), _int(0),
@@ -105,7 +106,7 @@ MULTI_ALLREDUCE = Flag("MULTI_ALLREDUCE", "", _choice("naive", "ring"),
 RING_ALLREDUCE_THRESHOLD = Flag("RING_ALLREDUCE_THRESHOLD", 4 << 20, _int(0),
                                 "bytes from which an automatic allreduce over 3 or more devices is a ring")
 
-FLAGS: dict[str, Flag[Any]] = {f.name: f for f in (DEBUG, BEAM, NOOPT, SPEC, CACHE, CODEGEN_WORKERS, DEV, CC,
+FLAGS: dict[str, Flag[Any]] = {f.name: f for f in (DEBUG, BEAM, NOOPT, TC, SPEC, CACHE, CODEGEN_WORKERS, DEV, CC,
                                                       OMP_NUM_THREADS, EMBER_CACHE_DIR, MULTI_ALLREDUCE,
                                                       RING_ALLREDUCE_THRESHOLD)}
 
@@ -147,6 +148,6 @@ def cache_root() -> Path:
     return Path(EMBER_CACHE_DIR.value).expanduser()
 
 
-__all__ = ["Flag", "Context", "environ", "cache_root", "FLAGS", "DEBUG", "BEAM", "NOOPT", "SPEC", "CACHE",
+__all__ = ["Flag", "Context", "environ", "cache_root", "FLAGS", "DEBUG", "BEAM", "NOOPT", "TC", "SPEC", "CACHE",
            "CODEGEN_WORKERS", "DEV", "CC", "OMP_NUM_THREADS", "EMBER_CACHE_DIR", "MULTI_ALLREDUCE",
            "RING_ALLREDUCE_THRESHOLD"]
