@@ -7,6 +7,7 @@ import re
 import shutil
 import struct
 import subprocess
+from collections.abc import Callable
 from fractions import Fraction
 
 import numpy as np
@@ -484,3 +485,107 @@ def test_faults_and_limits() -> None:
     w.pc, w.exec = BASE, ALL
     with pytest.raises(UnknownInstruction, match=f"format VOP1 opcode 99 at {BASE:#x}"):
         program.run_wave(w, 100)
+
+
+def _u(x: np.ndarray) -> np.ndarray:
+    return x.astype(np.int64) & M32
+
+
+def _s(x: np.ndarray) -> np.ndarray:
+    return x.astype(np.uint32).view(np.int32).astype(np.int64)
+
+
+def _h(x: np.ndarray) -> np.ndarray:
+    return (x.astype(np.int64) & 0xFFFF).astype(np.uint16).view(np.float16)
+
+
+def _pack_h(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    return lo.astype(np.float16).view(np.uint16).astype(np.int64) | (hi.astype(np.float16).view(np.uint16)
+                                                                     .astype(np.int64) << 16)
+
+
+_F = rng.standard_normal(64).astype(np.float32) * 10
+_G = rng.standard_normal(64).astype(np.float32)
+_A = rng.integers(0, 2**32, 64, dtype=np.uint64).astype(np.int64)
+_B = rng.integers(0, 2**32, 64, dtype=np.uint64).astype(np.int64)
+_C = rng.integers(0, 2**32, 64, dtype=np.uint64).astype(np.int64)
+_HI16 = lambda x: (x >> 16) & 0xFFFF  # noqa: E731
+
+# (instruction with v1 = dst, v2/v3/v4 = sources, expected v1 as int64 bits or float32)
+INT_CASES = [
+    ("v_bfi_b32 v1, v2, v3, v4", lambda a, b, c: (a & b) | (~a & c & M32)),
+    ("v_bcnt_u32_b32 v1, v2, v3", lambda a, b, c: (np.array([bin(x).count("1") for x in a]) + b) & M32),
+    ("v_ffbh_u32_e32 v1, v2", lambda a, b, c: np.array([32 - int(x).bit_length() if x else M32 for x in a])),
+    ("v_ffbl_b32_e32 v1, v2", lambda a, b, c: np.array([(int(x) & -int(x)).bit_length() - 1 if x else M32 for x in a])),
+    ("v_bfrev_b32_e32 v1, v2", lambda a, b, c: np.array([int(f"{int(x):032b}"[::-1], 2) for x in a])),
+    ("v_mul_hi_i32 v1, v2, v3", lambda a, b, c: ((_s(a) * _s(b)) >> 32) & M32),
+    ("v_mul_u32_u24_e32 v1, v2, v3", lambda a, b, c: ((a & 0xFFFFFF) * (b & 0xFFFFFF)) & M32),
+    ("v_mul_hi_u32_u24_e32 v1, v2, v3", lambda a, b, c: ((a & 0xFFFFFF) * (b & 0xFFFFFF)) >> 32),
+    ("v_mad_i32_i24 v1, v2, v3, v4", lambda a, b, c: (((a & 0xFFFFFF) ^ 0x800000) - 0x800000)
+     * (((b & 0xFFFFFF) ^ 0x800000) - 0x800000) + c & M32),
+    ("v_xad_u32 v1, v2, v3, v4", lambda a, b, c: ((a ^ b) + c) & M32),
+    ("v_sad_u32 v1, v2, v3, v4", lambda a, b, c: (np.abs(a - b) + c) & M32),
+    ("v_min3_i32 v1, v2, v3, v4", lambda a, b, c: np.minimum(np.minimum(_s(a), _s(b)), _s(c)) & M32),
+    ("v_med3_u32 v1, v2, v3, v4", lambda a, b, c: np.median(np.stack([a, b, c]), axis=0).astype(np.int64)),
+    ("v_alignbyte_b32 v1, v2, v3, v4", lambda a, b, c: (((a << 32) | b) >> (8 * (c & 3))) & M32),
+    ("v_bfm_b32 v1, v2, v3", lambda a, b, c: (((1 << (a & 31)) - 1) << (b & 31)) & M32),
+    ("v_and_or_b32 v1, v2, v3, v4", lambda a, b, c: (a & b) | c),
+    ("v_add_lshl_u32 v1, v2, v3, v4", lambda a, b, c: (((a + b) & M32) << (c & 31)) & M32),
+    ("v_lshrrev_b16_e32 v1, v2, v3", lambda a, b, c: (b & 0xFFFF) >> (a & 15)),
+    ("v_ashrrev_i16_e32 v1, v2, v3", lambda a, b, c: ((((b & 0xFFFF) ^ 0x8000) - 0x8000) >> (a & 15)) & 0xFFFF),
+    ("v_mul_lo_u16_e32 v1, v2, v3", lambda a, b, c: (a * b) & 0xFFFF),
+    ("v_max_i16_e32 v1, v2, v3", lambda a, b, c: np.maximum(((a & 0xFFFF) ^ 0x8000) - 0x8000,
+                                                            ((b & 0xFFFF) ^ 0x8000) - 0x8000) & 0xFFFF),
+    ("v_pk_add_u16 v1, v2, v3", lambda a, b, c: ((a + b) & 0xFFFF) | (((_HI16(a) + _HI16(b)) & 0xFFFF) << 16)),
+    ("v_pk_mad_u16 v1, v2, v3, v4", lambda a, b, c: ((a * b + c) & 0xFFFF)
+     | (((_HI16(a) * _HI16(b) + _HI16(c)) & 0xFFFF) << 16)),
+    ("v_cvt_pk_u16_u32 v1, v2, v3", lambda a, b, c: (a & 0xFFFF) | ((b & 0xFFFF) << 16)),
+    ("v_dot2_u32_u16 v1, v2, v3, v4", lambda a, b, c: ((a & 0xFFFF) * (b & 0xFFFF) + _HI16(a) * _HI16(b) + c) & M32),
+    ("v_cvt_f32_ubyte1_e32 v1, v2", lambda a, b, c: _u(((a >> 8) & 0xFF).astype(np.float32).view(np.uint32))),
+]
+
+
+@pytest.mark.parametrize("asm,ref", INT_CASES, ids=[c[0].split()[0] for c in INT_CASES])
+def test_integer_op_table(asm: str, ref: Callable[..., np.ndarray]) -> None:
+    w = run([asm], v={2: _A, 3: _B, 4: _C})
+    np.testing.assert_array_equal(w.v[1].astype(np.int64), np.asarray(ref(_A, _B, _C)).astype(np.int64) & M32)
+
+
+FLOAT_CASES = [
+    ("v_med3_f32 v1, v2, v3, v4", lambda x, y, z: np.median(np.stack([x, y, z]), axis=0)),
+    ("v_max3_f32 v1, v2, v3, v4", lambda x, y, z: np.maximum(np.maximum(x, y), z)),
+    ("v_fract_f32_e32 v1, v2", lambda x, y, z: x - np.floor(x)),
+    ("v_frexp_mant_f32_e32 v1, v2", lambda x, y, z: np.frexp(x)[0]),
+    ("v_ldexp_f32 v1, v2, 5", lambda x, y, z: np.ldexp(x, 5)),
+    ("v_ceil_f32_e32 v1, v2", lambda x, y, z: np.ceil(x)),
+    ("v_subrev_f32_e32 v1, v2, v3", lambda x, y, z: y - x),
+    ("v_mul_legacy_f32 v1, v2, v3", lambda x, y, z: x * y),
+    ("v_fmaak_f32 v1, v2, v3, 0x40490fdb", lambda x, y, z: (x.astype(np.float64) * y + np.float32(np.pi))),
+    ("v_fmamk_f32 v1, v2, 0x3fb8aa3b, v3", lambda x, y, z: (x.astype(np.float64) * np.float32(1.442695) + y)),
+    ("v_cvt_f32_i32_e32 v1, v5", lambda x, y, z: np.arange(-32, 32).astype(np.float32)),
+    ("v_rcp_iflag_f32_e32 v1, v2", lambda x, y, z: 1 / x.astype(np.float64)),
+]
+
+
+@pytest.mark.parametrize("asm,ref", FLOAT_CASES, ids=[c[0].split()[0] for c in FLOAT_CASES])
+def test_float_op_table(asm: str, ref: Callable[..., np.ndarray]) -> None:
+    w = run([asm], v={2: _F, 3: _G, 4: _F * _G, 5: np.arange(-32, 32)})
+    np.testing.assert_array_equal(f32(w, 1), np.asarray(ref(_F, _G, _F * _G)).astype(np.float32))
+
+
+def test_half_packing_ops() -> None:
+    w = run(["v_cvt_pkrtz_f16_f32 v1, v2, v3", "v_pack_b32_f16 v6, v2, v3", "v_frexp_exp_i32_f32_e32 v7, v4"],
+            v={2: _F, 3: _G, 4: _F, 5: 0})
+    lo, hi = _h(w.v[1]), _h(w.v[1].astype(np.int64) >> 16)
+    assert (np.abs(lo.astype(np.float32)) <= np.abs(_F)).all() and (np.abs(hi.astype(np.float32)) <= np.abs(_G)).all()
+    np.testing.assert_allclose(lo, _F, rtol=2e-3)
+    w2 = run(["v_pack_b32_f16 v6, v2, v3"], v={2: _F.astype(np.float16).view(np.uint16),
+                                                3: _G.astype(np.float16).view(np.uint16)})
+    np.testing.assert_array_equal(w2.v[6].astype(np.int64), _pack_h(_F, _G))
+    np.testing.assert_array_equal(w.v[7].view(np.int32), np.frexp(_F)[1])
+
+
+def test_vopc_sdwa_into_an_sgpr_pair() -> None:
+    w = run(["v_cmp_gt_u32_sdwa s[4:5], v2, v3 src0_sel:BYTE_0 src1_sel:BYTE_1"], v={2: _A, 3: _B})
+    expect = (_A & 0xFF) > ((_B >> 8) & 0xFF)
+    assert w.sget64(4) == int(np.packbits(expect, bitorder="little").view("<u8")[0])
