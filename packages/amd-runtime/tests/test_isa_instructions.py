@@ -20,6 +20,7 @@ from ember.amd_runtime.mock.isa import (
     SparseMemory,
     UnknownInstruction,
     Wave,
+    WaveTrap,
 )
 from ember.amd_runtime.mock.isa.state import SHARED_BASE
 
@@ -478,6 +479,8 @@ def test_faults_and_limits() -> None:
     assert info.value.address == 0xDEAD0000 and info.value.pc == BASE
     with pytest.raises(InstructionLimitExceeded, match="ran 10000 instructions"):
         run(["s_branch -1"])
+    with pytest.raises(WaveTrap, match="s_trap 2"):
+        run(["s_trap 2"])
     with pytest.raises(NotImplementedError, match="v_cubeid_f32"):
         run(["v_cubeid_f32 v0, v1, v2, v3"])
     program = Program(struct.pack("<II", 0x7E000000 | 99 << 9, 0xBF810000), BASE)

@@ -103,6 +103,23 @@ G generic(float* o) { __attribute__((shared, aligned(16))) float sm[256]; int t 
 G div64(long* q, long* r, const long* a, const long* b) { int i = BID*256+TID; q[i] = a[i] / b[i]; r[i] = a[i] % b[i]; }
 G dmath(double* o, const double* a, const double* b) { int i = BID*256+TID;
   o[2*i] = a[i] / b[i]; o[2*i+1] = __builtin_sqrt(a[i]); }
+G atoms(float* f, int* i, unsigned long long* u, double* d, float* out) {
+  __attribute__((shared)) float sf[4]; __attribute__((shared)) int si[4];
+  int t = TID; if (t < 4) { sf[t] = 0; si[t] = -1000; } BAR
+  __hip_atomic_fetch_add(&f[0], 1.5f, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
+  __hip_atomic_fetch_max(&i[0], t, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
+  __hip_atomic_fetch_min(&i[1], -t, __ATOMIC_SEQ_CST, __HIP_MEMORY_SCOPE_SYSTEM);
+  __hip_atomic_fetch_add(&u[0], 3ull, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
+  __hip_atomic_fetch_add(&d[0], 0.25, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
+  int old = __hip_atomic_exchange(&i[2], t, __ATOMIC_ACQ_REL, __HIP_MEMORY_SCOPE_AGENT);
+  float cur = f[1]; float want;
+  do { want = __builtin_fmaxf(cur, (float)t); } while (!__hip_atomic_compare_exchange_strong(&f[1], &cur, want,
+       __ATOMIC_RELAXED, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT));
+  __hip_atomic_fetch_add(&sf[t & 3], 0.5f, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_WORKGROUP);
+  __hip_atomic_fetch_max(&si[t & 3], t, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_WORKGROUP);
+  __atomic_thread_fence(__ATOMIC_SEQ_CST); BAR
+  if (t < 4) { out[BID*8 + t] = sf[t]; out[BID*8 + 4 + t] = (float)si[t]; }
+  if (old < 0) out[16] = (float)t; }
 G minmax(float* o, const float* a, const float* b) { int i = BID*256+TID; float x = a[i], y = b[i];
   o[3*i] = __builtin_fmaxf(x, y); o[3*i+1] = __builtin_fminf(x, y); o[3*i+2] = __builtin_floorf(x * 10.0f); }
 """
@@ -506,3 +523,16 @@ def test_aql_packet_dispatch_from_memory(code: CodeObject) -> None:
     stats = run_aql_dispatch(gpu.mem, gpu.buf(packet))
     assert stats.workgroups == 2 and stats.waves == 4
     np.testing.assert_array_equal(gpu.read(po, np.int32, 256), 128000 + np.arange(256) % 128)
+
+
+def test_global_and_lds_atomics_with_fences(code: CodeObject) -> None:
+    gpu = Gpu(code)
+    pf, pi = gpu.buf(np.zeros(2, np.float32)), gpu.buf(np.array([-1, 0, -1], np.int32))
+    pu, pd, po = gpu.buf(np.zeros(1, np.uint64)), gpu.buf(np.zeros(1)), gpu.buf(np.full(17, -7, np.float32))
+    gpu.run("atoms", pf, pi, pu, pd, po, grid=(512,))
+    assert list(gpu.read(pf, np.float32, 2)) == [768.0, 255.0]
+    assert list(gpu.read(pi, np.int32, 2)) == [255, -255]
+    assert gpu.read(pu, np.uint64, 1)[0] == 1536 and gpu.read(pd, np.float64, 1)[0] == 128.0
+    out = gpu.read(po, np.float32, 17)
+    np.testing.assert_array_equal(out[:16], np.tile([32, 32, 32, 32, 252, 253, 254, 255], 2))
+    assert out[16] == 0  # exactly one exchange saw the initial -1: thread 0 of workgroup 0 (lanes run in order)
