@@ -304,6 +304,15 @@ def test_half_precision_and_packed() -> None:
     np.testing.assert_array_equal(f32(w, 7), b.astype(np.float32))
 
 
+def test_16bit_destination_halves() -> None:
+    one, two = np.float16(1).view(np.uint16), np.float16(2).view(np.uint16)
+    w = run(["v_add_f16_e32 v1, v2, v3", "v_fma_f16 v4, v2, v3, v2", "v_fma_f16 v5, v2, v3, v2 op_sel:[0,0,0,1]"],
+            v={1: 0xABCD0000, 2: one, 3: two, 4: 0xABCD0000, 5: 0xABCD1234})
+    assert (w.v[1] == np.float16(3).view(np.uint16)).all()  # VOP2 f16 results zero the high half on gfx9
+    assert (w.v[4] == (0xABCD0000 | int(np.float16(3).view(np.uint16)))).all()  # op_sel-capable ops keep it
+    assert (w.v[5] == (int(np.float16(3).view(np.uint16)) << 16 | 0x1234)).all()
+
+
 def test_packed_f32_with_op_sel() -> None:
     a, b = rng.standard_normal(64).astype(np.float32), rng.standard_normal(64).astype(np.float32)
     w = run(["v_pk_mul_f32 v[4:5], v[0:1], v[2:3]", "v_pk_add_f32 v[6:7], v[0:1], v[2:3] op_sel:[1,0] op_sel_hi:[0,1]",

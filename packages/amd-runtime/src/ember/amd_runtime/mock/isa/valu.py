@@ -33,6 +33,9 @@ Reader = Callable[[Wave], np.ndarray]
 U32, U64 = np.uint32, np.uint64
 _FLOAT = frozenset({"f32", "f64", "f16"})
 _MAC = frozenset({"v_fmac_f32", "v_fmac_f64", "v_mac_f16"})
+# gfx9's op_sel-capable 16-bit VOP3 ops write only their half of the destination; other 16-bit ops zero the high
+# half (LLVM's AMDGPUDAGToDAGISel::fp16SrcZerosHighBits relies on exactly this split for GFX9).
+_OPSEL_DST_OPS = frozenset({"v_fma_f16", "v_mad_f16", "v_mad_u16", "v_mad_i16", "v_div_fixup_f16"})
 
 
 def _full(w: Wave) -> bool:
@@ -199,11 +202,14 @@ def _dst_writer(opd: _Operands, kind: str, agpr: bool = False) -> Callable[[Wave
                 write_vgpr(w, d, bits32.astype(U32), m, False)
             return sdwa_write
     hi_half = ins.fmt == "VOP3" and kind in HALF and bool(opd.opsel & 8)
+    keep_hi = ins.name in _OPSEL_DST_OPS and not hi_half
 
     def write(w: Wave, value: np.ndarray, extra: np.ndarray | None) -> None:
         bits = to_bits(value, kind)
         if hi_half:
             bits = (w.v[d] & U32(0xFFFF)) | (bits << U32(16))
+        elif keep_hi:
+            bits = (w.v[d] & U32(0xFFFF0000)) | bits
         if en is not None:
             extra = en if extra is None else extra & en
         if extra is None:
