@@ -32,7 +32,8 @@ def test_cuda_source_of_a_grouped_reduce():
     src = spec.src
     assert f'extern "C" __global__ void __launch_bounds__(128) {spec.name}(' in src
     assert "__shared__ __align__(16) float local0[128];" in src and "__syncthreads();" in src
-    assert "const long long lidx0 = (long long)threadIdx.x;" in src and "if ((lidx0==0ll)) data0[0ll] = " in src
+    # index math in int32: every address of this kernel fits
+    assert "const int lidx0 = (int)threadIdx.x;" in src and "if ((lidx0==0)) data0[0] = " in src
     assert "local0[lidx0] = acc0;" in src  # each thread's partial sum in its slot
     assert "float* __restrict__ data0, const float* __restrict__ data1" in src
 
@@ -43,6 +44,13 @@ def test_hip_source_of_a_grouped_reduce():
     assert f"__attribute__((amdgpu_flat_work_group_size(1, 64))) {spec.name}(" in src
     assert "__attribute__((shared, aligned(16))) float local0[64];" in src
     assert "__builtin_amdgcn_s_barrier();" in src and "__builtin_amdgcn_workitem_id_x()" in src
+
+
+def test_index_math_narrows_to_int32_only_where_every_address_fits():
+    small = to_program(unary_ast(1 << 20, dtypes.float32, lambda x: x + 1.0), CUDARenderer(), None)
+    assert "long long" not in small.src.split("#endif")[-1]
+    big = to_program(unary_ast(1 << 32, dtypes.int8, lambda x: x + 1), CUDARenderer(), None)
+    assert "const long long gidx0 = (long long)blockIdx.x;" in big.src
 
 
 def test_16_bit_floats():

@@ -39,7 +39,7 @@ def vector(ctx: RenderContext, x: UOp, lanes: list[str]) -> str:
 def special(ctx: RenderContext, x: UOp) -> str:
     kind, dim = x.arg[:4], int(x.arg[4:])
     builtin = ctx.renderer.workgroup_id if kind == "gidx" else ctx.renderer.thread_id
-    return f"const long long {ctx[x]} = (long long){builtin[dim]};"
+    return f"const {ctx.ctype(x.dtype)} {ctx[x]} = ({ctx.ctype(x.dtype)}){builtin[dim]};"
 
 
 def gpu_math(ctx: RenderContext, x: UOp) -> str:
@@ -47,6 +47,19 @@ def gpu_math(ctx: RenderContext, x: UOp) -> str:
     name = ctx.renderer.math_names[x.op][x.dtype == dtypes.float64]
     ret = f"{name}({', '.join(ctx[s] for s in x.src)})"
     return f"(({ctx.ctype(x.dtype)}){ret})" if x.dtype == dtypes.float16 else ret
+
+
+def narrow_indices(uops: tuple[UOp, ...]) -> tuple[UOp, ...]:
+    """The program with its index math in int32 when every index value fits (the bounds of each UOp, vmin/vmax): GPUs
+    compute 64-bit integers in two or more instructions. A kernel whose addresses may pass 2^31 keeps int64."""
+    if not all(-2**31 <= u.vmin and u.vmax < 2**31 for u in uops if u.dtype == dtypes.index):
+        return uops
+    new: dict[UOp, UOp] = {}
+    for u in uops:  # (a linear program lists every node after its sources)
+        src = tuple(new.get(s, s) for s in u.src)
+        dtype = dtypes.int32 if u.dtype == dtypes.index else u.dtype
+        new[u] = u if src == u.src and dtype == u.dtype else UOp(u.op, dtype, src, u.arg, u.tag)
+    return tuple(new[u] for u in uops)
 
 
 gpu_rewrite = PatternMatcher([
@@ -111,6 +124,9 @@ class GPURenderer(CStyleLanguage):
 
     def kernel_prefix(self, threads: int) -> str:
         raise NotImplementedError(f"{type(self).__name__}: the kernel signature's prefix")
+
+    def render(self, name: str, uops: tuple[UOp, ...]) -> str:
+        return super().render(name, narrow_indices(uops))
 
     def render_kernel(self, name: str, body: list[str], uops: tuple[UOp, ...], ctx: RenderContext) -> str:
         bufs = [f"{'' if u in ctx.written else 'const '}{self.render_dtype(u.dtype.base)}* __restrict__ {ctx[u]}"
