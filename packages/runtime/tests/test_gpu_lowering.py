@@ -254,3 +254,21 @@ def test_tensor_core_errors_and_heuristic():
         to_program(ast, CRenderer(), [Opt(OptOps.TC, 3, 0)])
     assert hand_coded_opts(ast, CUDARenderer())[0] == Opt(OptOps.TC, 3, 0)
     assert all(o.op is not OptOps.TC for o in hand_coded_opts(tc_matmul_ast(16, 16, 16, f32), CUDARenderer()))
+
+
+def test_an_axis_of_a_size_known_at_run_time_stays_a_loop_next_to_thread_ids():
+    n = UOp.variable("n", 1, 64)
+    r0, r1 = UOp.range(n, 0, AxisType.GLOBAL), UOp.range(8, 1, AxisType.GLOBAL)
+    at = r0 * 8 + r1
+    ast = UOp.sink(param(0, 512).index(at).store(param(1, 512).index(at).load() * 2.0).end(r0, r1))
+    spec = to_program(ast, RENDERER, None)
+    assert spec.vars == (n,) and spec.local_size[0] == 8
+    assert [u.arg[1] for u in spec.uops if u.op is Ops.RANGE] == [AxisType.GLOBAL]  # n's loop, in each thread
+    x = np.arange(512, dtype=np.float32)
+    dev = Device["PYTHON"]
+    bufs = [Buffer("PYTHON", 512, f32).copyin(np.zeros(512, np.float32)), Buffer("PYTHON", 512, f32).copyin(x)]
+    dev.runtime(spec.name, dev.compiler.compile(spec.src))(*bufs, global_size=spec.global_size,
+                                                           local_size=spec.local_size, vals=(37,))
+    out = bufs[0].numpy()
+    np.testing.assert_array_equal(out[:296], x[:296] * 2)
+    assert (out[296:] == 0).all()
