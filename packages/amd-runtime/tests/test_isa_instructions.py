@@ -601,3 +601,52 @@ def test_vopc_sdwa_into_an_sgpr_pair() -> None:
     w = run(["v_cmp_gt_u32_sdwa s[4:5], v2, v3 src0_sel:BYTE_0 src1_sel:BYTE_1"], v={2: _A, 3: _B})
     expect = (_A & 0xFF) > ((_B >> 8) & 0xFF)
     assert w.sget64(4) == int(np.packbits(expect, bitorder="little").view("<u8")[0])
+
+
+_SA, _SB = 0x8765_4321_F0F0_1234, 0x0000_00FF_8000_0003
+_SALU_CASES = [  # (instruction; s[0:1] = _SA, s[2:3] = _SB; expected s[4] or s[4:5]; expected SCC or None)
+    ("s_ashr_i64 s[4:5], s[0:1], 12", (_SA - 2**64) >> 12 & (2**64 - 1), 1),
+    ("s_lshr_b64 s[4:5], s[0:1], s2", _SA >> 3, 1),
+    ("s_bfe_u64 s[4:5], s[0:1], 0x200010", (_SA >> 16) & 0xFFFFFFFF, 1),
+    ("s_bfe_i64 s[4:5], s[0:1], 0x80038", (0x87 - 256) & (2**64 - 1), 1),
+    ("s_xnor_b64 s[4:5], s[0:1], s[2:3]", ~(_SA ^ _SB) & (2**64 - 1), 1),
+    ("s_nand_b32 s4, s0, s2", ~(0xF0F01234 & 0x80000003) & M32, 1),
+    ("s_andn2_b64 s[4:5], s[0:1], s[2:3]", _SA & ~_SB, 1),
+    ("s_orn2_b32 s4, s2, s0", (0x80000003 | ~0xF0F01234) & M32, 1),
+    ("s_min_i32 s4, s0, s2", 0x80000003, 0),
+    ("s_max_u32 s4, s0, s2", 0xF0F01234, 1),
+    ("s_absdiff_i32 s4, s0, s3", abs(-0x0F0FEDCC - 0xFF) & M32, 1),
+    ("s_mul_hi_u32 s4, s0, s1", (0xF0F01234 * 0x87654321) >> 32, None),
+    ("s_lshl2_add_u32 s4, s0, s2", ((0xF0F01234 << 2) + 0x80000003) & M32, 1),
+    ("s_pack_lh_b32_b16 s4, s0, s1", 0x1234 | 0x87650000, None),
+    ("s_bfm_b64 s[4:5], 40, 4", ((1 << 40) - 1) << 4, None),
+    ("s_not_b64 s[4:5], s[0:1]", ~_SA & (2**64 - 1), 1),
+    ("s_bcnt0_i32_b32 s4, s0", 32 - bin(0xF0F01234).count("1"), 1),
+    ("s_ff0_i32_b64 s4, s[0:1]", 0, None),
+    ("s_ff1_i32_b64 s4, s[2:3]", 0, None),
+    ("s_flbit_i32_b64 s4, s[2:3]", 24, None),
+    ("s_flbit_i32 s4, s0", 4, None),
+    ("s_sext_i32_i16 s4, s0", 0x1234, None),
+    ("s_sext_i32_i8 s4, s1", 0x21, None),
+    ("s_wqm_b32 s4, s2", 0xF000000F, 1),
+    ("s_quadmask_b32 s4, s0", 0b10101111, 1),
+    ("s_bitreplicate_b64_b32 s[4:5], s2", 0xC000000000000000 | 0xF, None),
+    ("s_brev_b64 s[4:5], s[2:3]", int(f"{_SB:064b}"[::-1], 2), None),
+]
+
+
+@pytest.mark.parametrize("asm,expect,scc", _SALU_CASES, ids=[c[0].split()[0] for c in _SALU_CASES])
+def test_scalar_op_table(asm: str, expect: int, scc: int | None) -> None:
+    w = run([asm], s={0: _SA & M32, 1: _SA >> 32, 2: _SB & M32, 3: _SB >> 32}, scc=7)
+    got = w.sget64(4) if "s[4:5]" in asm else w.s[4]
+    assert got == expect, hex(got)
+    assert w.scc == (7 if scc is None else scc)
+
+
+def test_scalar_calls_and_relative_moves() -> None:
+    w = run(["s_getpc_b64 s[0:1]", "s_add_u32 s0, s0, 16", "s_addc_u32 s1, s1, 0", "s_swappc_b64 s[2:3], s[0:1]",
+             "s_branch 2", "s_mov_b32 s6, 5", "s_setpc_b64 s[2:3]", "s_mov_b32 m0, 2", "s_movrels_b32 s7, s8",
+             "s_movreld_b32 s12, s9", "s_bitset1_b32 s13, 3", "s_cmov_b32 s14, 9", "s_cmp_eq_u32 0, 0",
+             "s_cmov_b32 s15, 9"], s={8: 0, 9: 42, 10: 77, 13: 1})
+    assert w.s[6] == 5  # the "function" at the swappc target ran and returned
+    assert w.s[7] == 77 and w.s[14] == 42 and w.s[13] == 0b1001 and w.s[15] == 9

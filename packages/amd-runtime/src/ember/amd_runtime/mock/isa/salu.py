@@ -84,6 +84,14 @@ def _wqm(x: int, bits: int) -> int:
     return out
 
 
+def _quadmask(x: int, bits: int) -> int:
+    return sum(1 << q for q in range(bits // 4) if (x >> (4 * q)) & 0xF)
+
+
+def _bitreplicate(x: int) -> int:
+    return sum(3 << (2 * i) for i in range(32) if (x >> i) & 1)
+
+
 def _brev(x: int, bits: int) -> int:
     return int(f"{x:0{bits}b}"[::-1], 2)
 
@@ -156,6 +164,9 @@ _SOP1: dict[str, tuple[bool, bool, Callable[[int], int], bool]] = {
     "s_sext_i32_i8": (False, False, lambda a: _sext(a, 8) & M32, False),
     "s_sext_i32_i16": (False, False, lambda a: _sext(a, 16) & M32, False),
     "s_abs_i32": (False, False, lambda a: abs(_s32(a)) & M32, True),
+    "s_quadmask_b32": (False, False, lambda a: _quadmask(a, 32), True),
+    "s_quadmask_b64": (True, True, lambda a: _quadmask(a, 64), True),
+    "s_bitreplicate_b64_b32": (False, True, _bitreplicate, False),
 }
 # saveexec: name -> fn(s0, exec) -> new exec
 _SAVEEXEC: dict[str, Callable[[int, int], int]] = {

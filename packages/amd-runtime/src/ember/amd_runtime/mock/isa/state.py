@@ -138,7 +138,8 @@ def constant_value(code: int, kind: str, literal: int | None) -> int | None:
         f32, f64, f16 = FLOAT_CONSTS[code]
         return {"f64": f64, "f16": f16, "bf16": f32 >> 16}.get(kind, f32)
     if code == 255:
-        assert literal is not None, "operand 255 without a literal"
+        if literal is None:
+            raise NotImplementedError("operand 255 (a literal) in an encoding that carries none (VOP3/VOP3P on gfx942)")
         if kind == "f64":
             return literal << 32
         if kind == "i64":
