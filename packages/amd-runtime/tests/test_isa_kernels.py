@@ -536,3 +536,14 @@ def test_global_and_lds_atomics_with_fences(code: CodeObject) -> None:
     out = gpu.read(po, np.float32, 17)
     np.testing.assert_array_equal(out[:16], np.tile([32, 32, 32, 32, 252, 253, 254, 255], 2))
     assert out[16] == 0  # exactly one exchange saw the initial -1: thread 0 of workgroup 0 (lanes run in order)
+
+
+def test_trace_sees_every_instruction_of_every_wave(code: CodeObject) -> None:
+    gpu = Gpu(code)
+    seen: list[tuple[tuple[int, int, int], int, int, str]] = []
+    po = gpu.empty(128, np.int32)
+    stats = gpu.run("blockdim", po, grid=(128,), block=(64,), dispatch_ptr=gpu.buf(np.zeros(64, np.uint8)),
+                    trace=lambda w, ins: seen.append((w.workgroup, w.wave_id, w.pc, ins.name)))
+    assert len(seen) == stats.instructions and seen[-1][3] == "s_endpgm"
+    assert {s[0] for s in seen} == {(0, 0, 0), (1, 0, 0)}
+    assert seen[0][2] == BASE + code.kernel("blockdim").entry_offset and seen[0][3].startswith("s_load_dword")

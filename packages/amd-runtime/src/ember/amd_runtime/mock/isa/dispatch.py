@@ -10,7 +10,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ember.amd_runtime.mock.isa.memory import GlobalMemory
-from ember.amd_runtime.mock.isa.program import Program
+from ember.amd_runtime.mock.isa.program import Program, Tracer
 from ember.amd_runtime.mock.isa.state import M32, WAVE_SIZE, Wave
 
 MAX_LDS = 64 * 1024
@@ -118,13 +118,15 @@ def run_dispatch(program: Program, kernel: KernelCode, *, memory: GlobalMemory, 
                  grid: tuple[int, ...], workgroup_size: tuple[int, ...],
                  grid_in: Literal["workitems", "workgroups"] = "workitems", lds_size: int | None = None,
                  dispatch_ptr: int | None = None, queue_ptr: int | None = None, dispatch_id: int = 0,
-                 user_sgprs: list[int] | None = None, max_instructions_per_wave: int = 1_000_000) -> DispatchStats:
+                 user_sgprs: list[int] | None = None, max_instructions_per_wave: int = 1_000_000,
+                 trace: Tracer | None = None) -> DispatchStats:
     """Execute one kernel dispatch on the interpreter.
 
     `grid` counts work-items (AQL `grid_size`; edge workgroups may be partial) or, with `grid_in="workgroups"`,
     workgroups. `lds_size` is the dispatch's total group segment size (default: the descriptor's fixed size).
     `dispatch_ptr`/`queue_ptr` are required when the descriptor enables those user SGPRs. `user_sgprs` (the PM4
     path's COMPUTE_USER_DATA registers) replaces the user SGPRs built from the descriptor's enable bits.
+    `trace(wave, instruction)` sees every instruction before it executes (wave.workgroup, wave.wave_id, wave.pc).
 
     >>> # stats = run_dispatch(Program(image, base), KernelCode.from_descriptor(kd, kd_addr), memory=mem,
     >>> #                      kernarg_addr=args, grid=(1024,), workgroup_size=(256,))
@@ -179,11 +181,13 @@ def run_dispatch(program: Program, kernel: KernelCode, *, memory: GlobalMemory, 
         raise ValueError(f"run_dispatch: the descriptor enables {len(user)} user SGPRs but rsrc2 USER_SGPR_COUNT "
                          f"is {kernel.user_sgpr_count}")
     with np.errstate(all="ignore"):  # float exceptions are the kernel's business, not warnings
-        return _run_workgroups(program, kernel, memory, items, wg, lds_bytes, user, max_instructions_per_wave)
+        return _run_workgroups(program, kernel, memory, items, wg, lds_bytes, user, max_instructions_per_wave,
+                               trace)
 
 
 def _run_workgroups(program: Program, kernel: KernelCode, memory: GlobalMemory, items: tuple[int, int, int],
-                    wg: tuple[int, int, int], lds_bytes: int, user: list[int], limit: int) -> DispatchStats:
+                    wg: tuple[int, int, int], lds_bytes: int, user: list[int], limit: int,
+                    trace: Tracer | None) -> DispatchStats:
     rsrc2 = kernel.rsrc2
     n_groups = tuple(-(-items[i] // wg[i]) for i in range(3))
     waves_run = instructions = 0
@@ -219,7 +223,7 @@ def _run_workgroups(program: Program, kernel: KernelCode, memory: GlobalMemory, 
                 live = waves
                 while live:  # each round: every live wave runs to its next s_barrier or s_endpgm
                     for w in live:
-                        program.run_wave(w, limit)
+                        program.run_wave(w, limit, trace)
                     live = [w for w in live if not w.done]
                 waves_run += len(waves)
                 instructions += sum(w.count for w in waves)

@@ -16,6 +16,9 @@ _SCALAR = frozenset({"SOP1", "SOP2", "SOPC", "SOPK", "SOPP", "SMEM"})
 _MEMORY = frozenset({"FLAT", "GLOBAL", "SCRATCH", "DS", "MUBUF"})
 
 
+Tracer = Callable[[Wave, Instruction], None]
+
+
 class InstructionLimitExceeded(RuntimeError):
     """A wave ran more instructions than the dispatch allows (a runaway loop)."""
 
@@ -64,13 +67,18 @@ class Program:
             self._cache[addr] = entry
         return entry
 
-    def run_wave(self, w: Wave, limit: int) -> bool:
-        """Run `w` until s_endpgm (returns True) or s_barrier (returns False, the wave waits past it)."""
+    def run_wave(self, w: Wave, limit: int, trace: Tracer | None = None) -> bool:
+        """Run `w` until s_endpgm (returns True) or s_barrier (returns False, the wave waits past it).
+
+        `trace(wave, instruction)` is called before each instruction executes (debugging; slower)."""
         cache = self._cache
         pc, count = w.pc, w.count
         try:
             while True:
                 entry = cache.get(pc) or self._entry(pc)
+                if trace is not None:
+                    w.pc = pc
+                    trace(w, entry[2])
                 r = entry[0](w)
                 count += 1
                 if r is None:
