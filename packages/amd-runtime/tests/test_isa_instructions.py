@@ -313,6 +313,16 @@ def test_16bit_destination_halves() -> None:
     assert (w.v[5] == (int(np.float16(3).view(np.uint16)) << 16 | 0x1234)).all()
 
 
+def test_packed_inline_constants_fill_both_halves() -> None:
+    a = rng.standard_normal(64).astype(np.float16)
+    packed = a.view(np.uint16).astype(np.uint32) * 0x10001
+    w = run(["v_pk_add_f16 v1, v0, 1.0", "v_pk_add_u16 v2, v3, 2", "v_pk_mul_f32 v[4:5], v[6:7], 0.5"],
+            v={0: packed, 3: 0x00050007, 6: np.float32(3.0), 7: np.float32(-8.0)})
+    np.testing.assert_array_equal(w.v[1], (a + np.float16(1)).view(np.uint16).astype(np.uint32) * 0x10001)
+    assert (w.v[2] == 0x00070009).all()
+    assert (f32(w, 4) == 1.5).all() and (f32(w, 5) == -4.0).all()
+
+
 def test_packed_f32_with_op_sel() -> None:
     a, b = rng.standard_normal(64).astype(np.float32), rng.standard_normal(64).astype(np.float32)
     w = run(["v_pk_mul_f32 v[4:5], v[0:1], v[2:3]", "v_pk_add_f32 v[6:7], v[0:1], v[2:3] op_sel:[1,0] op_sel_hi:[0,1]",

@@ -245,10 +245,6 @@ def bfe_i32(a: np.ndarray, off: np.ndarray, width: np.ndarray) -> np.ndarray:
     return signed.astype(I32)
 
 
-def _shift(x: np.ndarray, mask: int) -> np.ndarray:
-    return x & type(x.flat[0])(mask) if x.dtype.kind == "u" else x.astype(U32) & U32(mask)
-
-
 def _u(fn: Callable[..., np.ndarray], n: int) -> VOp:
     return VOp(("u32",) * n, "u32", fn, False)
 

@@ -17,6 +17,7 @@ from ember.amd_runtime.mock.isa.state import (
     M32,
     WIDE,
     Wave,
+    constant_value,
     exec_mask,
     ftz,
     mask_bits,
@@ -500,28 +501,34 @@ _SPECIAL: dict[str, Callable[[Instruction], Fn]] = {
 
 
 # ------------------------------------------------------------------------------------------------ VOP3P
-def _pk_half(kind: str, fn: Callable[..., np.ndarray], n: int) -> tuple[str, Callable[..., np.ndarray], int]:
-    return kind, fn, n
-
-
 _PK16: dict[str, tuple[str, Callable[..., np.ndarray], int]] = {
-    "v_pk_mad_i16": _pk_half("i16", lambda a, b, c: a * b + c, 3),
-    "v_pk_mul_lo_u16": _pk_half("u16", lambda a, b: a * b, 2),
-    "v_pk_add_i16": _pk_half("i16", lambda a, b: a + b, 2), "v_pk_sub_i16": _pk_half("i16", lambda a, b: a - b, 2),
-    "v_pk_lshlrev_b16": _pk_half("u16", lambda a, b: b << (a & np.uint16(15)), 2),
-    "v_pk_lshrrev_b16": _pk_half("u16", lambda a, b: b >> (a & np.uint16(15)), 2),
-    "v_pk_ashrrev_i16": _pk_half("i16", lambda a, b: b >> (a & np.int16(15)), 2),
-    "v_pk_max_i16": _pk_half("i16", np.maximum, 2), "v_pk_min_i16": _pk_half("i16", np.minimum, 2),
-    "v_pk_mad_u16": _pk_half("u16", lambda a, b, c: a * b + c, 3),
-    "v_pk_add_u16": _pk_half("u16", lambda a, b: a + b, 2), "v_pk_sub_u16": _pk_half("u16", lambda a, b: a - b, 2),
-    "v_pk_max_u16": _pk_half("u16", np.maximum, 2), "v_pk_min_u16": _pk_half("u16", np.minimum, 2),
-    "v_pk_fma_f16": _pk_half("f16", ops.fma_f16, 3), "v_pk_add_f16": _pk_half("f16", np.add, 2),
-    "v_pk_mul_f16": _pk_half("f16", np.multiply, 2), "v_pk_min_f16": _pk_half("f16", ops.fmin, 2),
-    "v_pk_max_f16": _pk_half("f16", ops.fmax, 2),
+    "v_pk_mad_i16": ("i16", lambda a, b, c: a * b + c, 3),
+    "v_pk_mul_lo_u16": ("u16", lambda a, b: a * b, 2),
+    "v_pk_add_i16": ("i16", lambda a, b: a + b, 2), "v_pk_sub_i16": ("i16", lambda a, b: a - b, 2),
+    "v_pk_lshlrev_b16": ("u16", lambda a, b: b << (a & np.uint16(15)), 2),
+    "v_pk_lshrrev_b16": ("u16", lambda a, b: b >> (a & np.uint16(15)), 2),
+    "v_pk_ashrrev_i16": ("i16", lambda a, b: b >> (a & np.int16(15)), 2),
+    "v_pk_max_i16": ("i16", np.maximum, 2), "v_pk_min_i16": ("i16", np.minimum, 2),
+    "v_pk_mad_u16": ("u16", lambda a, b, c: a * b + c, 3),
+    "v_pk_add_u16": ("u16", lambda a, b: a + b, 2), "v_pk_sub_u16": ("u16", lambda a, b: a - b, 2),
+    "v_pk_max_u16": ("u16", np.maximum, 2), "v_pk_min_u16": ("u16", np.minimum, 2),
+    "v_pk_fma_f16": ("f16", ops.fma_f16, 3), "v_pk_add_f16": ("f16", np.add, 2),
+    "v_pk_mul_f16": ("f16", np.multiply, 2), "v_pk_min_f16": ("f16", ops.fmin, 2),
+    "v_pk_max_f16": ("f16", ops.fmax, 2),
 }
 _PK32: dict[str, tuple[Callable[..., np.ndarray], int]] = {
     "v_pk_fma_f32": (ops.fma_f32, 3), "v_pk_mul_f32": (np.multiply, 2), "v_pk_add_f32": (np.add, 2),
 }
+
+
+def _packed_reader(code: int, kind: str, half_bits: int) -> Reader:
+    """A VOP3P source: a register (pair) as is; an inline constant (in the element type) in both halves."""
+    const = constant_value(code, kind, None) if 128 <= code <= 255 else None
+    if const is None:
+        return raw_reader(code, "u64" if half_bits == 32 else "u32", None)
+    mask = (1 << half_bits) - 1
+    arr = np.array([(const & mask) | ((const & mask) << half_bits)], U64 if half_bits == 32 else U32)
+    return lambda w: arr
 
 
 def _compile_vop3p(ins: Instruction) -> Fn:
@@ -536,7 +543,7 @@ def _compile_vop3p(ins: Instruction) -> Fn:
     d = f["vdst"]
     if name in _PK16:
         kind, fn, n = _PK16[name]
-        raws = [raw_reader(codes[i], "u32", None) for i in range(n)]
+        raws = [_packed_reader(codes[i], kind, 16) for i in range(n)]
         npk = {"i16": np.int16, "u16": np.uint16, "f16": np.float16}[kind]
 
         def half(x: np.ndarray, hi: bool, negate: bool) -> np.ndarray:
@@ -555,7 +562,7 @@ def _compile_vop3p(ins: Instruction) -> Fn:
         return run16
     if name in _PK32 or name == "v_pk_mov_b32":
         fn, n = _PK32.get(name, (None, 2))
-        raws = [raw_reader(codes[i], "u64", None) for i in range(n)]
+        raws = [_packed_reader(codes[i], "f32" if fn is not None else "u32", 32) for i in range(n)]
 
         def pick(x: np.ndarray, hi: bool, negate: bool) -> np.ndarray:
             v = ((x >> U64(32)) if hi else x).astype(U32)
