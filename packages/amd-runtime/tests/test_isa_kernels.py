@@ -523,6 +523,12 @@ def test_aql_packet_dispatch_from_memory(code: CodeObject) -> None:
     stats = run_aql_dispatch(gpu.mem, gpu.buf(packet))
     assert stats.workgroups == 2 and stats.waves == 4
     np.testing.assert_array_equal(gpu.read(po, np.int32, 256), 128000 + np.arange(256) % 128)
+    packet[0] = 3  # AGENT_DISPATCH
+    with pytest.raises(ValueError, match="not KERNEL_DISPATCH"):
+        run_aql_dispatch(gpu.mem, gpu.buf(packet))
+    assert gpu.run("blockdim", po, grid=(0,), block=(128,)).waves == 0  # an empty grid launches nothing
+    with pytest.raises(ValueError, match="workgroup_size must be 1 to 3 sizes of at least 1"):
+        gpu.run("blockdim", po, grid=(64,), block=(0,))
 
 
 def test_global_and_lds_atomics_with_fences(code: CodeObject) -> None:

@@ -89,7 +89,10 @@ def run_aql_dispatch(memory: GlobalMemory, packet_addr: int, program: Program | 
 
     raw = memory.read(packet_addr, AQL_PACKET_SIZE)
     pkt = raw.tobytes() if hasattr(raw, "tobytes") else bytes(raw)
-    setup = struct.unpack_from("<H", pkt, 2)[0]
+    header, setup = struct.unpack_from("<HH", pkt, 0)
+    if header & 0xFF != 2:
+        raise ValueError(f"run_aql_dispatch: packet at {packet_addr:#x} has type {header & 0xFF}, not "
+                         "KERNEL_DISPATCH (2)")
     wg = struct.unpack_from("<HHH", pkt, 4)
     grid = struct.unpack_from("<III", pkt, 12)
     private, group = struct.unpack_from("<II", pkt, 24)
@@ -107,10 +110,10 @@ def run_aql_dispatch(memory: GlobalMemory, packet_addr: int, program: Program | 
                         max_instructions_per_wave=max_instructions_per_wave)
 
 
-def _dims(value: Any, name: str) -> tuple[int, int, int]:
+def _dims(value: Any, name: str, least: int = 1) -> tuple[int, int, int]:
     t = tuple(int(x) for x in (value if isinstance(value, (tuple, list)) else (value,)))
-    if not 1 <= len(t) <= 3 or any(x < 1 for x in t):
-        raise ValueError(f"run_dispatch: {name} must be 1 to 3 positive sizes, got {value!r}")
+    if not 1 <= len(t) <= 3 or any(x < least for x in t):
+        raise ValueError(f"run_dispatch: {name} must be 1 to 3 sizes of at least {least}, got {value!r}")
     return (t + (1, 1))[:3]  # type: ignore[return-value]
 
 
@@ -132,7 +135,7 @@ def run_dispatch(program: Program, kernel: KernelCode, *, memory: GlobalMemory, 
     >>> #                      kernarg_addr=args, grid=(1024,), workgroup_size=(256,))
     """
     wg = _dims(workgroup_size, "workgroup_size")
-    g = _dims(grid, "grid")
+    g = _dims(grid, "grid", least=0)
     if wg[0] * wg[1] * wg[2] > 1024:
         raise ValueError(f"run_dispatch: workgroup_size {wg} has more than 1024 work-items")
     if grid_in == "workgroups":
@@ -180,6 +183,8 @@ def run_dispatch(program: Program, kernel: KernelCode, *, memory: GlobalMemory, 
     if len(user) > kernel.user_sgpr_count:
         raise ValueError(f"run_dispatch: the descriptor enables {len(user)} user SGPRs but rsrc2 USER_SGPR_COUNT "
                          f"is {kernel.user_sgpr_count}")
+    if 0 in items:
+        return DispatchStats(0, 0, 0)  # an empty grid launches nothing
     with np.errstate(all="ignore"):  # float exceptions are the kernel's business, not warnings
         return _run_workgroups(program, kernel, memory, items, wg, lds_bytes, user, max_instructions_per_wave,
                                trace)
