@@ -526,7 +526,8 @@ def test_aql_packet_dispatch_from_memory(code: CodeObject) -> None:
     packet[0] = 3  # AGENT_DISPATCH
     with pytest.raises(ValueError, match="not KERNEL_DISPATCH"):
         run_aql_dispatch(gpu.mem, gpu.buf(packet))
-    assert gpu.run("blockdim", po, grid=(0,), block=(128,)).waves == 0  # an empty grid launches nothing
+    empty = gpu.run("blockdim", po, grid=(0,), block=(128,), dispatch_ptr=gpu.buf(packet))
+    assert empty.waves == 0  # an empty grid launches nothing
     with pytest.raises(ValueError, match="workgroup_size must be 1 to 3 sizes of at least 1"):
         gpu.run("blockdim", po, grid=(64,), block=(0,))
 
