@@ -193,15 +193,6 @@ WIDE = frozenset({"u64", "i64", "f64"})
 HALF = frozenset({"u16", "i16", "f16", "bf16"})
 
 
-def typed(bits: np.ndarray, kind: str, hi: bool = False) -> np.ndarray:
-    """Reinterpret raw uint32 (or uint64 for 64-bit kinds) lane bits as `kind` (16-bit kinds take the low or high
-    half)."""
-    if kind in HALF:
-        half = (bits >> np.uint32(16)) if hi else bits
-        return half.astype(np.uint16).view(_NP_KIND[kind])
-    return bits.view(_NP_KIND[kind])
-
-
 def raw_reader(code: int, kind: str, literal: int | None) -> Callable[[Wave], np.ndarray]:
     """Raw lane bits of a vector-instruction source: uint32, or uint64 for 64-bit kinds."""
     wide = kind in WIDE
