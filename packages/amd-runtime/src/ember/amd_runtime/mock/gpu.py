@@ -57,6 +57,7 @@ class _QueueState:
     regs: dict[int, int] = field(default_factory=dict)
     ib: tuple[int, int, int] | None = None  # (address, size in dwords, dwords done)
     fault: MemoryFault | None = None
+    error: CommandError | None = None  # the queue hit a packet it cannot run: it is stopped
     packets: int = 0
 
 
@@ -124,7 +125,7 @@ class FakeGpu:
         return any_work
 
     def _run_queue(self, st: _QueueState) -> bool:
-        if st.fault is not None:
+        if st.fault is not None or st.error is not None:
             return False
         try:
             if st.queue.queue_type == QueueType.COMPUTE:
@@ -136,10 +137,12 @@ class FakeGpu:
             st.fault = e
             self.fake.raise_memory_fault(self.gpu_id, e.address, e.write)
             return True
+        except CommandError as e:
+            st.error = e
+            raise
 
     def _count(self, name: str) -> None:
         self.packets[name] = self.packets.get(name, 0) + 1
-        self.clock += TICKS_PER_PACKET
 
     def _ptrs(self, q: MockQueue) -> tuple[int, int]:
         return self.fake.read_u64(q.rptr_va, self.gpu_id), self.fake.read_u64(q.wptr_va, self.gpu_id)
@@ -212,6 +215,7 @@ class FakeGpu:
     def _pm4_packet(self, st: _QueueState, dwords: list[int], offset: int, in_ib: bool) -> bool:
         """Execute the PM4 packet at `dwords[offset]`; False when it is a wait that is not satisfied yet."""
         pkt = self._decode_pm4(dwords, offset, st)
+        self.clock += TICKS_PER_PACKET
         where = f"gpu 0x{self.gpu_id:x} queue {st.queue.queue_id}"
         if isinstance(pkt, pm4.WaitRegMem):
             if pkt.mem_space == pm4.MEM_SPACE_MEMORY:
@@ -323,6 +327,7 @@ class FakeGpu:
                 if isinstance(pkt, aql.Invalid):
                     raise CommandError(f"{where}: the write pointer publishes an INVALID packet (header written "
                                        "before the body, or not at all)")
+                self.clock += TICKS_PER_PACKET
                 if isinstance(pkt, aql.KernelDispatch):
                     if pkt.completion_signal:
                         raise CommandError(f"{where}: HSA completion signals are not modelled (use PM4 signals)")
@@ -378,6 +383,7 @@ class FakeGpu:
 
     def _sdma_packet(self, pkt: sdma.Packet, where: str) -> bool:
         fake, gpu = self.fake, self.gpu_id
+        self.clock += TICKS_PER_PACKET
         if isinstance(pkt, sdma.CopyLinear):
             fake.write(pkt.dst, fake.read(pkt.src, pkt.nbytes, gpu), gpu)
             self.clock += pkt.nbytes // BYTES_PER_TICK
