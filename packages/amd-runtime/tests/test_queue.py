@@ -5,62 +5,22 @@ and across the ring's end, ordering between queues, timestamps, the hang timeout
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 
 import numpy as np
 import pytest
 
 from ember.amd_runtime import aql, pm4, sdma
-from ember.amd_runtime.kfd import Kfd, QueueType
-from ember.amd_runtime.kfd_queue import DoorbellPages, create_queue
-from ember.amd_runtime.memory import GpuMemory
-from ember.amd_runtime.mock import MI300X, MI300X_CPX, MockPlatform, TopologyProfile
-from ember.amd_runtime.mock.gpu import CommandError, FakeGpu
-from ember.amd_runtime.queue import IB_ARENA_SIZE, AQLQueue, HWQueue, PM4ComputeQueue, SDMAQueue, ring_dwords
-from ember.amd_runtime.signal import SIGNAL_PAGE_SIZE, TIMELINE_WRAP, DeviceEvents, SignalPool, Timeline
-from ember.amd_runtime.topology import GpuNode, discover_gpus
+from ember.amd_runtime.mock import MI300X, MI300X_CPX
+from ember.amd_runtime.mock.gpu import CommandError, MockGpuRig, open_mock_gpu
+from ember.amd_runtime.queue import HWQueue, PM4ComputeQueue, ring_dwords
+from ember.amd_runtime.signal import TIMELINE_WRAP, Timeline
 
-
-@dataclass
-class Rig:
-    platform: MockPlatform
-    kfd: Kfd
-    node: GpuNode
-    memory: GpuMemory
-    events: DeviceEvents
-    signals: SignalPool
-    doorbells: DoorbellPages
-    gpu: FakeGpu
-
-    def compute(self, ring_size: int = 1 << 16) -> PM4ComputeQueue | AQLQueue:
-        """The node's compute queue: PM4 on one XCC, AQL on several."""
-        if self.node.xccs == 1:
-            kq = create_queue(self.kfd, self.memory, self.node, self.doorbells, QueueType.COMPUTE, ring_size=ring_size)
-            return PM4ComputeQueue(kq, self.events, "compute", timeout_ms=500)
-        kq = create_queue(self.kfd, self.memory, self.node, self.doorbells, QueueType.COMPUTE_AQL, ring_size=ring_size)
-        arena = self.memory.alloc(IB_ARENA_SIZE, uncached=True, cpu_access=True)
-        return AQLQueue(kq, self.events, arena, "compute", timeout_ms=500)
-
-    def copy(self, ring_size: int = 1 << 16) -> SDMAQueue:
-        kq = create_queue(self.kfd, self.memory, self.node, self.doorbells, QueueType.SDMA, ring_size=ring_size)
-        return SDMAQueue(kq, self.events, "copy", timeout_ms=500)
-
-    def host(self, nbytes: int):  # noqa: ANN201 - a GpuBuffer with a CPU view
-        return self.memory.alloc(nbytes, host=True)
-
-
-def open_rig(profile: TopologyProfile = MI300X_CPX) -> Rig:
-    platform = MockPlatform([profile])
-    node, kfd = discover_gpus(platform, visible=())[0], Kfd.open(platform)
-    memory = GpuMemory(kfd, node.gpu_id, kfd.open_gpu(node.gpu_id, node.render_minor), "AMD:0")
-    events = DeviceEvents.create(kfd, memory, "AMD:0")
-    signals = SignalPool(lambda: memory.alloc(SIGNAL_PAGE_SIZE, uncached=True, cpu_access=True))
-    return Rig(platform, kfd, node, memory, events, signals, DoorbellPages(kfd), FakeGpu(platform.kfd, node.gpu_id))
+Rig = MockGpuRig
 
 
 @pytest.fixture(params=[MI300X_CPX, MI300X], ids=["pm4", "aql"])
 def rig(request: pytest.FixtureRequest) -> Rig:
-    return open_rig(request.param)
+    return open_mock_gpu(request.param)
 
 
 def wait(rig: Rig, signal, value: int, queue: HWQueue, timeout_ms: int = 2000) -> None:  # noqa: ANN001
@@ -133,7 +93,7 @@ def test_timeline_wraps_before_32_bits_run_out(rig: Rig):
 
 
 def test_sdma_copy_over_the_packet_limit():
-    rig = open_rig()
+    rig = open_mock_gpu()
     q = rig.copy()
     n = 2 * sdma.MAX_COPY_SIZE + 12345
     src, dst = rig.host(n), rig.host(n)
@@ -150,7 +110,7 @@ def test_sdma_copy_over_the_packet_limit():
 
 
 def test_sdma_packets_never_straddle_the_ring_end():
-    rig = open_rig()
+    rig = open_mock_gpu()
     q = rig.copy(ring_size=1024)
     src, dst = rig.host(0x1000), rig.host(0x1000)
     src.view.write(0, bytes(range(256)) * 16)
@@ -167,7 +127,7 @@ def test_sdma_packets_never_straddle_the_ring_end():
 
 
 def test_a_full_ring_waits_for_the_engine():
-    rig = open_rig()
+    rig = open_mock_gpu()
     q = rig.compute(ring_size=1024)  # 256 dwords: 16 dwords per signal round
     gate, done = rig.signals.new(), rig.signals.new()
     q.wait(gate, 1).submit()  # 7 dwords, then 15 rounds of 16: 247 of 256 used
@@ -210,7 +170,7 @@ def test_unknown_packets_are_errors(rig: Rig):
 
 
 def test_a_gpu_page_fault_raises_the_memory_event():
-    rig = open_rig()
+    rig = open_mock_gpu()
     q = rig.copy()
     dst, done = rig.host(0x1000), rig.signals.new()
     q.copy(dst.va, 0x7000_0000_0000, 64).signal(done, 1).submit()

@@ -23,9 +23,12 @@ import weakref
 from dataclasses import dataclass, field
 
 from ember.amd_runtime import aql, pm4, sdma
-from ember.amd_runtime.kfd import QueueType
-from ember.amd_runtime.mock.driver import FakeKfd, MockBo, MockQueue
+from ember.amd_runtime.kfd import Kfd, QueueType
+from ember.amd_runtime.kfd_queue import DoorbellPages, create_queue
+from ember.amd_runtime.memory import GpuBuffer, GpuMemory
+from ember.amd_runtime.mock.driver import FakeKfd, MockBo, MockPlatform, MockQueue
 from ember.amd_runtime.mock.isa import KernelCode, MemoryFault, MemoryProgram, run_aql_dispatch, run_dispatch
+from ember.amd_runtime.mock.topologies import MI300X_CPX, TopologyProfile
 from ember.amd_runtime.queue import (
     COMPUTE_DISPATCH_SCRATCH_BASE_LO,
     COMPUTE_NUM_THREAD_X,
@@ -37,8 +40,14 @@ from ember.amd_runtime.queue import (
     COMPUTE_USER_DATA_0,
     HDP_FLUSH_DONE,
     HDP_FLUSH_REQ,
+    IB_ARENA_SIZE,
     LDS_GRANULE,
+    AQLQueue,
+    PM4ComputeQueue,
+    SDMAQueue,
 )
+from ember.amd_runtime.signal import SIGNAL_PAGE_SIZE, DeviceEvents, SignalPool
+from ember.amd_runtime.topology import GpuNode, discover_gpus
 
 TICKS_PER_PACKET = 1
 BYTES_PER_TICK = 1024
@@ -416,4 +425,49 @@ def attach_fake_gpus(fake: FakeKfd) -> dict[int, FakeGpu]:
     """A FakeGpu for every GPU of `fake`, by gpu_id."""
     return {gpu_id: FakeGpu(fake, gpu_id) for gpu_id in fake.gpus}
 
-__all__ = ["FakeGpu", "CommandError", "attach_fake_gpus"]
+
+@dataclass
+class MockGpuRig:
+    """One opened fake GPU below the device layer (tests, benchmarks): the driver objects in their wiring order
+    (discover_gpus, Kfd.open, open_gpu, GpuMemory, DeviceEvents, SignalPool) and factories for queues."""
+
+    platform: MockPlatform
+    kfd: Kfd
+    node: GpuNode
+    memory: GpuMemory
+    events: DeviceEvents
+    signals: SignalPool
+    doorbells: DoorbellPages
+    gpu: FakeGpu
+    timeout_ms: int = 500
+
+    def compute(self, ring_size: int = 1 << 16) -> PM4ComputeQueue | AQLQueue:
+        """A new compute queue: PM4 on a single-XCC node, AQL on a multi-XCC one."""
+        if self.node.xccs == 1:
+            kq = create_queue(self.kfd, self.memory, self.node, self.doorbells, QueueType.COMPUTE, ring_size=ring_size)
+            return PM4ComputeQueue(kq, self.events, "compute", timeout_ms=self.timeout_ms)
+        kq = create_queue(self.kfd, self.memory, self.node, self.doorbells, QueueType.COMPUTE_AQL, ring_size=ring_size)
+        arena = self.memory.alloc(IB_ARENA_SIZE, uncached=True, cpu_access=True)
+        return AQLQueue(kq, self.events, arena, "compute", timeout_ms=self.timeout_ms)
+
+    def copy(self, ring_size: int = 1 << 16) -> SDMAQueue:
+        """A new SDMA queue."""
+        kq = create_queue(self.kfd, self.memory, self.node, self.doorbells, QueueType.SDMA, ring_size=ring_size)
+        return SDMAQueue(kq, self.events, "copy", timeout_ms=self.timeout_ms)
+
+    def host(self, nbytes: int) -> GpuBuffer:
+        """Host memory the GPU can reach, with a CPU view."""
+        return self.memory.alloc(nbytes, host=True)
+
+
+def open_mock_gpu(profile: TopologyProfile = MI300X_CPX, device: str = "AMD:0") -> MockGpuRig:
+    """A one-GPU MockPlatform of `profile`, opened, with its FakeGpu attached."""
+    platform = MockPlatform([profile])
+    node, kfd = discover_gpus(platform, visible=())[0], Kfd.open(platform)
+    memory = GpuMemory(kfd, node.gpu_id, kfd.open_gpu(node.gpu_id, node.render_minor), device)
+    events = DeviceEvents.create(kfd, memory, device)
+    signals = SignalPool(lambda: memory.alloc(SIGNAL_PAGE_SIZE, uncached=True, cpu_access=True))
+    return MockGpuRig(platform, kfd, node, memory, events, signals, DoorbellPages(kfd),
+                      FakeGpu(platform.kfd, node.gpu_id))
+
+__all__ = ["FakeGpu", "CommandError", "attach_fake_gpus", "MockGpuRig", "open_mock_gpu"]
