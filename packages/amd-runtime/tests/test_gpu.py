@@ -115,7 +115,7 @@ def test_a_faulting_kernel_stops_its_queue_and_reports_the_address(code: bytes, 
     k = Loaded(rig, code)
     out = rig.host(0x1000)
     bad = out.va + (1 << 32)
-    with pytest.raises(RuntimeError, match=rf"AMD:0: GPU memory fault at 0x{bad:x} \(page not present\)"):
+    with pytest.raises(RuntimeError, match=rf"AMD:0: GPU memory fault at 0x{bad:x} "):
         k.run("poke", [out.va], "", [], groups=1)
     q = k.queue
     assert not q.idle()  # the faulted queue does not move on
