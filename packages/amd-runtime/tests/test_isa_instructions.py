@@ -496,6 +496,16 @@ def test_faults_and_limits() -> None:
     with pytest.raises(MemoryFault, match=r"read of 4 bytes at address 0xdead0000.*global_load_dword") as info:
         run(["global_load_dword v1, v[2:3], off"], v={2: 0xDEAD0000, 3: 0}, mem=mem)
     assert info.value.address == 0xDEAD0000 and info.value.pc == BASE
+
+    class PageFault(MemoryFault):
+        pass
+
+    class FaultingMemory(SparseMemory):
+        def read(self, addr: int, nbytes: int) -> np.ndarray:
+            raise PageFault(addr, nbytes, False)
+
+    with pytest.raises(PageFault, match=r"read of 4 bytes at address 0x40.* at pc 0x100008 \(global_load_dword"):
+        run(["s_nop 0", "s_nop 0", "global_load_dword v1, v[2:3], off"], v={2: 0x40, 3: 0}, mem=FaultingMemory())
     with pytest.raises(InstructionLimitExceeded, match="ran 10000 instructions"):
         run(["s_branch -1"])
     with pytest.raises(WaveTrap, match="s_trap 2"):

@@ -96,9 +96,10 @@ class Program:
                         f"wave {w.wave_id} of workgroup {w.workgroup} ran {count} instructions without reaching "
                         f"s_endpgm (limit {limit}; pc {pc:#x}): a runaway loop, or raise max_instructions_per_wave")
         except MemoryFault as e:
-            if e.pc is not None:
-                raise
-            raise MemoryFault(e.address, e.nbytes, e.write, pc=pc, instruction=str(self._entry(pc)[2])) from e
+            if e.pc is None:  # the memory's own fault (subclasses kept): add where the wave was
+                e.pc, e.instruction = pc, str(self._entry(pc)[2])
+                e.args = (f"{e.args[0] if e.args else 'memory fault'} at pc {pc:#x} ({e.instruction})",)
+            raise
         finally:
             w.pc, w.count = pc, count
 
