@@ -14,6 +14,7 @@ import numpy as np
 from ember.schedule import shard_axis as axis_of
 from ember.tensor import engine, realize
 from ember.tensor.ops import activation, creation, elementwise, indexing, movement, random, reduce
+from ember.tensor.ops import nn as nn_ops
 from ember.tensor.ops.args import canonical_device, normalize_axis
 from ember.uops import DType, Ops, UOp, dtypes, from_numpy_dtype, prod, shard_bounds, to_numpy_dtype
 from ember.uops import gradient as uop_gradient
@@ -39,7 +40,7 @@ def _under_view(u: UOp) -> UOp:
 
 
 class Tensor(creation.CreationMixin, random.RandomMixin, movement.MovementMixin, indexing.IndexingMixin,
-             reduce.ReduceMixin, activation.ActivationMixin, elementwise.TensorElementwiseMixin):
+             reduce.ReduceMixin, nn_ops.NNMixin, activation.ActivationMixin, elementwise.TensorElementwiseMixin):
     """A lazy tensor. `Tensor(np.ones((2, 3)))`, `Tensor([1, 2, 3], dtype=dtypes.int32)`, `Tensor(2.0)`."""
 
     __slots__ = ("uop", "requires_grad", "grad", "seq", "__weakref__")
@@ -279,7 +280,7 @@ class Tensor(creation.CreationMixin, random.RandomMixin, movement.MovementMixin,
 
 
 # the op modules build Tensors, and cannot import this module (Tensor is built on their mixins): they get the class here
-for _ops_module in (activation, creation, elementwise, indexing, movement, random, reduce):
+for _ops_module in (activation, creation, elementwise, indexing, movement, nn_ops, random, reduce):
     _ops_module.Tensor = Tensor  # type: ignore[attr-defined]
 
 

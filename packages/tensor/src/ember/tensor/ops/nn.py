@@ -1,0 +1,770 @@
+"""Neural-network ops as Tensor methods: convolution, transposed convolution and pooling over any number of spatial
+dims, attention, interpolation, the normalizations, softmax and its kin, the losses, and the initializers.
+
+Signatures follow tinygrad's Tensor (`x.conv2d(w, bias, groups, stride, dilation, padding)`,
+`x.max_pool2d(kernel_size, stride, dilation, padding)`), and torch.nn.functional's where tinygrad has none
+(`cross_entropy(weight=, ignore_index=)`, `batch_norm`, `layer_norm`, `rms_norm`, `normalize`); ember.tensor.nn wraps
+them in torch.nn.functional's argument order. Windows are strided views stacked along new axes, so a convolution or
+pool is one multiply-reduce that fuses into the kernel that reads its input."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+
+from ember.tensor.ops.args import normalize_axis, shape_args
+from ember.uops import DType, dtypes, prod
+
+if TYPE_CHECKING:  # at run time ember.tensor.tensor binds Tensor here: it is the class built on this mixin
+    from ember.tensor.tensor import Tensor
+
+Reduction = Literal["mean", "sum", "none"]
+_REDUCTIONS = ("mean", "sum", "none")
+_INTERPOLATE_MODES = {"nearest": 0, "nearest-exact": 0, "linear": 0, "bilinear": 2, "trilinear": 3}
+# the machine epsilon of each float dtype: rms_norm's default eps, as torch.finfo(dtype).eps
+_FLOAT_EPS = {"float16": 2.0**-10, "bfloat16": 2.0**-7, "float32": 2.0**-23, "float64": 2.0**-52}
+
+
+# *** argument parsing ***
+def _ints(value: Any, n: int, name: str, op: str, minimum: int) -> tuple[int, ...]:
+    """An int (the same for each of n dims) or n ints, each >= minimum."""
+    out = (value,) * n if isinstance(value, int) else tuple(value) if isinstance(value, (tuple, list)) else None
+    if out is None or len(out) != n or any(not isinstance(v, int) or isinstance(v, bool) or v < minimum for v in out):
+        raise ValueError(f"{op}: {name} must be an int >= {minimum} or {n} of them (one per spatial dim), got "
+                         f"{value!r}")
+    return out
+
+
+def _pad_pairs(padding: Any, n: int, op: str) -> list[tuple[int, int]]:
+    """(before, after) per spatial dim from an int (every side), n ints (both sides of each dim, first dim first) or
+    2n ints in torch.nn.functional.pad's order (left, right of the last dim, then of the one before, ...)."""
+    if isinstance(padding, int) and not isinstance(padding, bool):
+        return [(padding, padding)] * n
+    pads = tuple(padding) if isinstance(padding, (tuple, list)) else ()
+    if not pads or any(not isinstance(p, int) or isinstance(p, bool) for p in pads) or len(pads) not in (n, 2 * n):
+        raise ValueError(f"{op}: padding must be an int, {n} ints (one per spatial dim) or {2 * n} ints (before and "
+                         f"after, last dim first), got {padding!r}")
+    if len(pads) == n:
+        return [(p, p) for p in pads]
+    return [(pads[2 * i], pads[2 * i + 1]) for i in range(n)][::-1]
+
+
+def _check_reduction(reduction: str, op: str) -> None:
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"{op}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+
+
+def _reduce_loss(loss: Tensor, reduction: str) -> Tensor:
+    return loss.mean() if reduction == "mean" else loss.sum() if reduction == "sum" else loss
+
+
+def _check_tensor(x: Any, name: str, op: str) -> None:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{op}: {name} must be a Tensor, got {type(x).__name__}")
+
+
+def _check_float(x: Tensor, name: str, op: str) -> None:
+    if not dtypes.is_float(x.dtype):
+        raise TypeError(f"{op}: {name} must be a float tensor, got {x.dtype!r}")
+
+
+def _fans(shape: tuple[int, ...], op: str) -> tuple[int, int]:
+    """(fan_in, fan_out) of a weight shaped (out, in, *kernel), as torch.nn.init computes them."""
+    if len(shape) < 2:
+        raise ValueError(f"{op}: fan in and fan out need a shape of at least 2 dims, got {shape}")
+    receptive = int(prod(shape[2:]))
+    return shape[1] * receptive, shape[0] * receptive
+
+
+def _interpolation_source(n_in: int, n_out: int, mode: str, align_corners: bool,
+                          scale_factor: float | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For each output position along one dim: (index, index of the next input, weight of the next), in float32
+    arithmetic as PyTorch computes them (so that the picked neighbours agree at exact ties)."""
+    f32 = np.float32
+    dst = np.arange(n_out, dtype=f32)
+    if mode == "linear" and align_corners:
+        scale = f32((n_in - 1) / (n_out - 1)) if n_out > 1 else f32(0)
+    elif scale_factor is not None and scale_factor > 0:
+        scale = f32(1.0 / scale_factor)
+    else:
+        scale = f32(n_in) / f32(n_out)
+    if mode in ("nearest", "nearest-exact"):
+        pos = dst * scale if mode == "nearest" else (dst + f32(0.5)) * scale
+        idx = np.minimum(np.floor(pos).astype(np.int64), n_in - 1)
+        return idx, idx, np.zeros(n_out, f32)
+    src = dst * scale if align_corners else np.maximum(scale * (dst + f32(0.5)) - f32(0.5), f32(0))
+    i0 = src.astype(np.int64)  # (src >= 0: truncation is the floor)
+    i1 = np.minimum(i0 + 1, n_in - 1)
+    return i0, i1, np.minimum(src - i0.astype(f32), f32(1))
+
+
+class NNMixin:
+    """Neural-network ops: `x.conv2d(w)`, `x.max_pool2d((3, 3))`, `q.scaled_dot_product_attention(k, v)`,
+    `logits.cross_entropy(y)`, `x.layer_norm((d,), w, b)`, `Tensor.kaiming_normal(64, 32)`."""
+
+    __slots__ = ()
+
+    # *** windows ***
+    def _windows(self, kernel: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...],
+                 op: str) -> Tensor:
+        """(..., *spatial) -> (..., *out, *kernel): the input under each window position, over the last len(kernel)
+        dims, as movement ops only (a view: it fuses into the kernel that reads it)."""
+        n = len(kernel)
+        lead, sizes = self.shape[:-n], self.shape[-n:]
+        outs = [(i - d * (k - 1) - 1) // s + 1 for i, k, s, d in zip(sizes, kernel, stride, dilation)]
+        if any(o <= 0 for o in outs):
+            raise ValueError(f"{op}: the window (kernel {kernel}, dilation {dilation}) does not fit the input of "
+                             f"spatial shape {sizes} (after padding)")
+        keep = [(0, 0)] * len(lead)
+        if all(d == 1 and k <= s for k, s, d in zip(kernel, stride, dilation)):
+            # windows that do not overlap: each dim as (out, stride) blocks, of which the first k
+            x = self.pad(keep + [(0, o * s - i) for i, o, s in zip(sizes, outs, stride)])
+            x = x.reshape(*lead, *(v for o, s in zip(outs, stride) for v in (o, s)))
+            x = x.shrink([None] * len(lead) + [b for o, k in zip(outs, kernel) for b in ((0, o), (0, k))])
+            out_first = True
+        else:
+            # tile each dim so that row j of a (k, i + d) view starts at j * d: its columns 0, s, 2s, ... are window j
+            x = self.repeat(*(1,) * len(lead), *(-(-k * (i + d) // i) for i, k, d in zip(sizes, kernel, dilation)))
+            x = x.shrink([None] * len(lead) + [(0, k * (i + d)) for i, k, d in zip(sizes, kernel, dilation)])
+            x = x.reshape(*lead, *(v for i, k, d in zip(sizes, kernel, dilation) for v in (k, i + d)))
+            x = x.pad(keep + [p for i, o, s, d in zip(sizes, outs, stride, dilation)
+                              for p in ((0, 0), (0, o * s - i - d))])
+            x = x.reshape(*lead, *(v for k, o, s in zip(kernel, outs, stride) for v in (k, o, s)))
+            x = x.shrink([None] * len(lead) + [b for k, o in zip(kernel, outs) for b in ((0, k), (0, o), (0, 1))])
+            x = x.reshape(*lead, *(v for k, o in zip(kernel, outs) for v in (k, o)))
+            out_first = False
+        # (..., o1, k1, o2, k2, ...) or (..., k1, o1, ...) -> (..., o1, o2, ..., k1, k2, ...)
+        m, o_at = len(lead), 0 if out_first else 1
+        return x.permute(*range(m), *(m + 2 * i + o_at for i in range(n)), *(m + 2 * i + 1 - o_at for i in range(n)))
+
+    def _pool_padding(self, kernel: tuple[int, ...], stride: tuple[int, ...], dilation: tuple[int, ...],
+                      padding: Any, ceil_mode: bool, op: str) -> tuple[list[tuple[int, int]], list[int]]:
+        """The user's (before, after) padding per spatial dim, and what ceil_mode adds after it (negative: the tail
+        that no window reaches, cut). PyTorch's rule: a last window must start inside the input or the left padding."""
+        n = len(kernel)
+        if self.ndim < n:
+            raise ValueError(f"{op}: a {n}-d pool needs at least {n} dims, got shape {self.shape}")
+        pads = _pad_pairs(padding, n, op)
+        extra = []
+        for (before, after), k, s, d, size in zip(pads, kernel, stride, dilation, self.shape[-n:]):
+            span = d * (k - 1) + 1
+            if min(before, after) < 0 or max(before, after) > span // 2:
+                raise ValueError(f"{op}: padding {padding!r} must be >= 0 and at most half the (dilated) kernel size "
+                                 f"{span}")
+            full = size + before + after
+            if full < span:
+                raise ValueError(f"{op}: the window (kernel {kernel}, dilation {dilation}) does not fit the input of "
+                                 f"spatial shape {self.shape[-n:]} with padding {padding!r}")
+            out = (-(-(full - span) // s) if ceil_mode else (full - span) // s) + 1
+            if ceil_mode and (out - 1) * s >= size + before:
+                out -= 1
+            extra.append((out - 1) * s + span - full)
+        return pads, extra
+
+    def _pool_args(self, kernel_size: Any, stride: Any, dilation: Any,
+                   op: str) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+        n = 2 if isinstance(kernel_size, int) else len(kernel_size) if isinstance(kernel_size, (tuple, list)) else 0
+        if n == 0:
+            raise ValueError(f"{op}: kernel_size must be an int or a tuple of ints, got {kernel_size!r}")
+        kernel = _ints(kernel_size, n, "kernel_size", op, 1)
+        return kernel, _ints(kernel if stride is None else stride, n, "stride", op, 1), \
+            _ints(dilation, n, "dilation", op, 1)
+
+    # *** convolution ***
+    def conv2d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: int | Sequence[int] = 1,
+               dilation: int | Sequence[int] = 1, padding: int | Sequence[int] | str = 0) -> Tensor:
+        """Convolution (cross-correlation, as PyTorch) of self (N, C, *spatial) or unbatched (C, *spatial) with weight
+        (O, C/groups, *kernel), over as many spatial dims as the weight has (1-d, 2-d, 3-d, ...).
+
+        `padding`: an int, one int per spatial dim, 2 per dim in torch.nn.functional.pad's order (last dim first;
+        negative amounts cut), or 'valid' (none) / 'same' (output the input's size; stride 1).
+
+            Tensor.ones(1, 3, 8, 8).conv2d(Tensor.ones(4, 3, 3, 3), padding=1).shape  # (1, 4, 8, 8)
+        """
+        _check_tensor(weight, "weight", "conv2d")
+        n = weight.ndim - 2
+        if n < 1:
+            raise ValueError(f"conv2d: weight must be (out_channels, in_channels/groups, *kernel), got {weight.shape}")
+        if self.ndim not in (n + 1, n + 2):
+            raise ValueError(f"conv2d: input of shape {self.shape} does not match weight {weight.shape}: expected "
+                             f"(N, C, *spatial) or (C, *spatial) with {n} spatial dims")
+        stride_t = _ints(stride, n, "stride", "conv2d", 1)
+        dilation_t = _ints(dilation, n, "dilation", "conv2d", 1)
+        kernel = weight.shape[2:]
+        if isinstance(padding, str):
+            if padding == "valid":
+                pads = [(0, 0)] * n
+            elif padding == "same":
+                if any(s != 1 for s in stride_t):
+                    raise ValueError(f"conv2d: padding='same' is not supported for strided convolutions (stride "
+                                     f"{stride!r})")
+                # the odd one of an even total goes after, as PyTorch pads
+                pads = [(d * (k - 1) // 2, d * (k - 1) - d * (k - 1) // 2) for k, d in zip(kernel, dilation_t)]
+            else:
+                raise ValueError(f"conv2d: padding must be 'valid', 'same' or ints, got {padding!r}")
+        else:
+            pads = _pad_pairs(padding, n, "conv2d")
+        return self._conv(weight, bias, groups, stride_t, dilation_t, pads)
+
+    def _conv(self, weight: Tensor, bias: Tensor | None, groups: int, stride: tuple[int, ...],
+              dilation: tuple[int, ...], pads: list[tuple[int, int]]) -> Tensor:
+        n = weight.ndim - 2
+        x = self.unsqueeze(0) if self.ndim == n + 1 else self
+        (batch, cin), (cout, cin_g), kernel = x.shape[:2], weight.shape[:2], weight.shape[2:]
+        if not isinstance(groups, int) or groups < 1 or cin % groups or cout % groups or cin_g != cin // groups:
+            raise ValueError(f"conv2d: {cin} input channels, weight {weight.shape} and groups={groups} do not match "
+                             f"(the weight needs in_channels/groups = {cin // max(groups, 1)} inputs)")
+        if bias is not None and (not isinstance(bias, Tensor) or bias.shape != (cout,)):
+            raise ValueError(f"conv2d: bias must be a Tensor of shape ({cout},), got "
+                             f"{getattr(bias, 'shape', type(bias).__name__)}")
+        if any(pads[i] != (0, 0) for i in range(n)):
+            x = x.pad(((0, 0), (0, 0), *pads))
+        cols = x._windows(kernel, stride, dilation, "conv2d")  # (N, C, *out, *kernel)
+        out_shape = cols.shape[2:2 + n]
+        # (N, G, 1, *out, C/G, *kernel) * (1, G, O/G, *1, C/G, *kernel), summed over C/G and the kernel
+        cols = cols.reshape(batch, groups, cin_g, *out_shape, *kernel)
+        cols = cols.permute(0, 1, *range(3, 3 + n), 2, *range(3 + n, 3 + 2 * n)).unsqueeze(2)
+        w = weight.reshape(1, groups, cout // groups, *(1,) * n, cin_g, *kernel)
+        prod_ = cols * w
+        out = prod_.sum(tuple(range(-1 - n, 0))).cast(prod_.dtype).reshape(batch, cout, *out_shape)
+        if bias is not None:
+            out = out + bias.reshape(1, cout, *(1,) * n)
+        return out.reshape(out.shape[1:]) if self.ndim == n + 1 else out
+
+    def conv_transpose2d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1,
+                         stride: int | Sequence[int] = 1, dilation: int | Sequence[int] = 1,
+                         padding: int | Sequence[int] = 0, output_padding: int | Sequence[int] = 0) -> Tensor:
+        """Transposed convolution (the gradient of conv2d with respect to its input) of self (N, C, *spatial) or
+        (C, *spatial) with weight (C, O/groups, *kernel), over as many spatial dims as the weight has. The output has
+        (in - 1) * stride - pad_before - pad_after + dilation * (kernel - 1) + output_padding + 1 positions per dim."""
+        _check_tensor(weight, "weight", "conv_transpose2d")
+        n = weight.ndim - 2
+        if n < 1 or self.ndim not in (n + 1, n + 2):
+            raise ValueError(f"conv_transpose2d: input of shape {self.shape} does not match weight {weight.shape}: "
+                             f"expected (N, C, *spatial) or (C, *spatial) and (C, O/groups, *kernel)")
+        x = self.unsqueeze(0) if self.ndim == n + 1 else self
+        cin, cout_g, kernel = weight.shape[0], weight.shape[1], weight.shape[2:]
+        if not isinstance(groups, int) or groups < 1 or cin % groups or x.shape[1] != cin:
+            raise ValueError(f"conv_transpose2d: {x.shape[1]} input channels, weight {weight.shape} and "
+                             f"groups={groups} do not match")
+        stride_t = _ints(stride, n, "stride", "conv_transpose2d", 1)
+        dilation_t = _ints(dilation, n, "dilation", "conv_transpose2d", 1)
+        out_pad = _ints(output_padding, n, "output_padding", "conv_transpose2d", 0)
+        pads = _pad_pairs(padding, n, "conv_transpose2d")
+        if any(min(p) < 0 for p in pads):
+            raise ValueError(f"conv_transpose2d: padding must be >= 0, got {padding!r}")
+        if any(op >= max(s, d) for op, s, d in zip(out_pad, stride_t, dilation_t)):
+            raise ValueError(f"conv_transpose2d: output_padding {output_padding!r} must be smaller than the stride "
+                             f"or the dilation")
+        # the weight as a convolution's: (G, C/G, O/G, *k) -> (G * O/G, C/G, *k), the kernel flipped
+        w = weight.reshape(groups, cin // groups, cout_g, *kernel).transpose(1, 2)
+        w = w.reshape(groups * cout_g, cin // groups, *kernel).flip(tuple(range(2, 2 + n)))
+        for i, s in enumerate(stride_t):  # stride - 1 zeros between inputs: (m,) -> (m, 1) -> (m, s) -> m*s - (s-1)
+            if s == 1:
+                continue
+            dim, m = 2 + i, x.shape[2 + i]
+            x = x.reshape(*x.shape[:dim + 1], 1, *x.shape[dim + 1:])
+            x = x.pad(tuple((0, s - 1) if j == dim + 1 else (0, 0) for j in range(x.ndim)))
+            x = x.reshape(*x.shape[:dim], m * s, *x.shape[dim + 2:])
+            x = x.shrink(tuple((0, m * s - (s - 1)) if j == dim else None for j in range(x.ndim)))
+        conv_pads = [(d * (k - 1) - before, d * (k - 1) - after + op)
+                     for k, d, (before, after), op in zip(kernel, dilation_t, pads, out_pad)]
+        out = x._conv(w, bias, groups, (1,) * n, dilation_t, conv_pads)
+        return out.reshape(out.shape[1:]) if self.ndim == n + 1 else out
+
+    # *** pooling ***
+    def max_pool2d(self, kernel_size: int | Sequence[int] = (2, 2), stride: int | Sequence[int] | None = None,
+                   dilation: int | Sequence[int] = 1, padding: int | Sequence[int] = 0, ceil_mode: bool = False,
+                   return_indices: bool = False) -> Any:
+        """The max over each window of the last len(kernel_size) dims (an int kernel_size: 2 dims). Padding is
+        ignored (as -inf); integer tensors keep their dtype. With return_indices, also the int64 index of each max
+        (the first one) in the flattened spatial dims, as PyTorch's and max_unpool2d's.
+
+            Tensor.arange(16).reshape(1, 1, 4, 4).max_pool2d().tolist()  # [[[[5, 7], [13, 15]]]]
+        """
+        kernel, stride_t, dilation_t = self._pool_args(kernel_size, stride, dilation, "max_pool2d")
+        n = len(kernel)
+        pads, extra = self._pool_padding(kernel, stride_t, dilation_t, padding, ceil_mode, "max_pool2d")
+        full = ((0, 0),) * (self.ndim - n) + tuple((b, a + e) for (b, a), e in zip(pads, extra))
+        low = -math.inf if dtypes.is_float(self.dtype) else dtypes.min(self.dtype)
+        windows = self.pad(full, value=low)._windows(kernel, stride_t, dilation_t, "max_pool2d")
+        axes = tuple(range(-n, 0))
+        out = windows.max(axes)
+        if not return_indices:
+            return out
+        spatial = self.shape[-n:]
+        size = int(prod(spatial))
+        ramp = Tensor.arange(size, device=self.device).reshape(spatial)
+        positions = ramp.pad(full[-n:], value=size)._windows(kernel, stride_t, dilation_t, "max_pool2d")
+        is_max = windows == out.reshape(*out.shape, *(1,) * n)
+        return out, is_max.where(positions, size).min(axes).cast(dtypes.int64)
+
+    def max_unpool2d(self, indices: Tensor, kernel_size: int | Sequence[int] = (2, 2),
+                     stride: int | Sequence[int] | None = None, dilation: int | Sequence[int] = 1,
+                     padding: int | Sequence[int] = 0, output_size: Sequence[int] | None = None) -> Tensor:
+        """The inverse of max_pool2d(return_indices=True): each value written at its index in the flattened spatial
+        dims of an output of zeros. `output_size` (its last len(kernel_size) entries) picks among the sizes that pool
+        to this one; the default is (in - 1) * stride - pad_before - pad_after + dilation * (kernel - 1) + 1."""
+        kernel, stride_t, dilation_t = self._pool_args(kernel_size, stride, dilation, "max_unpool2d")
+        n = len(kernel)
+        _check_tensor(indices, "indices", "max_unpool2d")
+        if not dtypes.is_int(indices.dtype) or indices.shape != self.shape:
+            raise ValueError(f"max_unpool2d: indices must be an int tensor of the input's shape {self.shape}, got "
+                             f"{indices.dtype!r} {indices.shape}")
+        if self.ndim < n:
+            raise ValueError(f"max_unpool2d: a {n}-d unpool needs at least {n} dims, got shape {self.shape}")
+        if output_size is None:
+            out_size = tuple((m - 1) * s - b - a + d * (k - 1) + 1 for m, s, (b, a), d, k in
+                             zip(self.shape[-n:], stride_t, _pad_pairs(padding, n, "max_unpool2d"), dilation_t,
+                                 kernel))
+        else:
+            out_size = tuple(output_size)[-n:]
+            if len(out_size) != n or any(not isinstance(s, int) or s < 0 for s in out_size):
+                raise ValueError(f"max_unpool2d: output_size must end with {n} sizes, got {output_size!r}")
+        lead, size_in, size_out = self.shape[:-n], int(prod(self.shape[-n:])), int(prod(out_size))
+        # where several inputs share an index the last one is written, as PyTorch's loop does: for each output, the
+        # last input (1-based; 0: none) that lands there, then that input's value
+        order = Tensor.arange(1, size_in + 1, device=self.device).reshape(size_in, 1)
+        hit = indices.reshape(*lead, size_in, 1) == Tensor.arange(size_out, device=self.device)
+        source = hit.where(order, 0).max(-2, keepdim=True)  # (..., 1, out)
+        zero = Tensor(False if self.dtype == dtypes.bool else 0, self.device, self.dtype)
+        out = (source == order).where(self.reshape(*lead, size_in, 1), zero).sum(-2).cast(self.dtype)
+        return out.reshape(*lead, *out_size)
+
+    def avg_pool2d(self, kernel_size: int | Sequence[int] = (2, 2), stride: int | Sequence[int] | None = None,
+                   dilation: int | Sequence[int] = 1, padding: int | Sequence[int] = 0, ceil_mode: bool = False,
+                   count_include_pad: bool = True, divisor_override: int | None = None) -> Tensor:
+        """The mean over each window of the last len(kernel_size) dims (an int kernel_size: 2 dims), as PyTorch: the
+        padded zeros count unless count_include_pad=False, the ceil_mode overhang never does; `divisor_override`
+        divides every sum by that number instead."""
+        kernel, stride_t, dilation_t = self._pool_args(kernel_size, stride, dilation, "avg_pool2d")
+        n = len(kernel)
+        pads, extra = self._pool_padding(kernel, stride_t, dilation_t, padding, ceil_mode, "avg_pool2d")
+        if divisor_override is not None and (not isinstance(divisor_override, int) or divisor_override <= 0):
+            raise ValueError(f"avg_pool2d: divisor_override must be a positive int, got {divisor_override!r}")
+        full = tuple((b, a + e) for (b, a), e in zip(pads, extra))
+        x = self.float_()
+        windows = x.pad(((0, 0),) * (self.ndim - n) + full)._windows(kernel, stride_t, dilation_t, "avg_pool2d")
+        axes = tuple(range(-n, 0))
+        if divisor_override is not None:
+            return windows.sum(axes).cast(x.dtype) * (1 / divisor_override)
+        if count_include_pad and all(e <= 0 for e in extra):  # every window position is counted
+            return windows.mean(axes).cast(x.dtype)
+        # the divisor of each window: how many of its positions are counted (input, and padding if included)
+        spatial = self.shape[-n:]
+        if count_include_pad:
+            counted = Tensor.ones(*(s + b + a for s, (b, a) in zip(spatial, pads)), device=self.device)
+            counted = counted.pad(tuple((0, e) for e in extra))
+        else:
+            counted = Tensor.ones(*spatial, device=self.device).pad(full)
+        count = counted._windows(kernel, stride_t, dilation_t, "avg_pool2d").sum(axes)
+        return (windows.sum(axes) / count).cast(x.dtype)
+
+    # *** attention ***
+    def scaled_dot_product_attention(self, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
+                                     dropout_p: float = 0.0, is_causal: bool = False, enable_gqa: bool = False,
+                                     scale: float | None = None) -> Tensor:
+        """softmax(self @ key^T * scale + mask) @ value, over (..., heads, seq, dim), with self the queries.
+
+        `attn_mask`: bool (True: attend) or float (added to the scores), broadcast to (..., q_len, k_len).
+        `is_causal`: query i attends to keys 0..i, aligned top-left as PyTorch (with fewer queries than keys, the
+        last keys are seen by no query). `enable_gqa`: fewer key/value heads than query heads, each shared by a group
+        of consecutive query heads. `dropout_p`: the attention weights are dropped with that probability (and the rest
+        scaled by 1/(1 - p)), from Tensor's random stream. `scale` defaults to 1/sqrt(dim)."""
+        op = "scaled_dot_product_attention"
+        _check_tensor(key, "key", op)
+        _check_tensor(value, "value", op)
+        q, k, v = self, key, value
+        if q.ndim < 2 or k.ndim != q.ndim or v.ndim != q.ndim or q.shape[-1] != k.shape[-1] or \
+                k.shape[-2] != v.shape[-2]:
+            raise ValueError(f"{op}: shapes query {q.shape}, key {k.shape}, value {v.shape} do not align: expected "
+                             "(..., L, E), (..., S, E), (..., S, Ev)")
+        if q.ndim >= 3 and k.shape[-3] != q.shape[-3]:
+            if not enable_gqa:
+                raise ValueError(f"{op}: {q.shape[-3]} query heads and {k.shape[-3]} key/value heads differ; pass "
+                                 "enable_gqa=True to share each key/value head among a group of query heads")
+            if k.shape[-3] == 0 or q.shape[-3] % k.shape[-3] or v.shape[-3] != k.shape[-3]:
+                raise ValueError(f"{op}: {q.shape[-3]} query heads are not a multiple of {k.shape[-3]} key and "
+                                 f"{v.shape[-3]} value heads")
+            rep = q.shape[-3] // k.shape[-3]
+            k, v = (t.unsqueeze(-3).expand(*t.shape[:-2], rep, *t.shape[-2:]).reshape(*q.shape[:-2], *t.shape[-2:])
+                    for t in (k, v))
+        if is_causal and attn_mask is not None:
+            raise ValueError(f"{op}: attn_mask and is_causal=True cannot both be given (put the causal mask in "
+                             "attn_mask)")
+        if not isinstance(dropout_p, (int, float)) or not 0 <= dropout_p < 1:
+            raise ValueError(f"{op}: dropout_p must be in [0, 1), got {dropout_p!r}")
+        scores = (q @ k.transpose(-1, -2)) * (scale if scale is not None else 1 / math.sqrt(q.shape[-1]))
+        if is_causal:
+            keep = Tensor.ones(q.shape[-2], k.shape[-2], dtype=dtypes.bool, device=q.device).tril(0)
+            scores = keep.where(scores, -math.inf)
+        if attn_mask is not None:
+            _check_tensor(attn_mask, "attn_mask", op)
+            if attn_mask.dtype == dtypes.bool:
+                scores = attn_mask.where(scores, -math.inf)
+            elif dtypes.is_float(attn_mask.dtype):
+                scores = scores + attn_mask
+            else:
+                raise TypeError(f"{op}: attn_mask must be bool or float, got {attn_mask.dtype!r}")
+        weights = scores.softmax(-1)
+        if dropout_p:
+            # stored: fused into the matmul, the random bits would be recomputed for every output column
+            keep_w = (Tensor.rand(*weights.shape, device=weights.device) >= dropout_p).contiguous()
+            weights = keep_w.where(weights * (1 / (1 - dropout_p)), 0.0)
+        return weights @ v
+
+    # *** resampling ***
+    def interpolate(self, size: int | Sequence[int] | None = None, mode: str = "linear", align_corners: bool = False,
+                    scale_factor: float | Sequence[float] | None = None) -> Tensor:
+        """Resample the last len(size) dims to `size` (the dims before are batch dims, any number of them).
+
+        `mode`: 'nearest' (PyTorch's: floor(i * in / out)), 'nearest-exact' (the nearest center), 'linear' (linear
+        along each dim: bilinear for 2 dims, trilinear for 3; 'bilinear'/'trilinear' also say how many),
+        `align_corners` as PyTorch's. Instead of `size`, `scale_factor` (one per dim, or one number for every dim
+        after the first two: PyTorch's (N, C, ...) layout) gives size = floor(in * scale), positions mapped by
+        1 / scale as PyTorch does."""
+        if mode not in _INTERPOLATE_MODES:
+            if mode in ("bicubic", "area"):
+                raise NotImplementedError(f"interpolate: mode {mode!r} is not implemented (nearest, nearest-exact, "
+                                          "linear, bilinear and trilinear are)")
+            raise ValueError(f"interpolate: mode must be one of {sorted(_INTERPOLATE_MODES)}, got {mode!r}")
+        if align_corners and mode.startswith("nearest"):
+            raise ValueError(f"interpolate: align_corners applies to the linear modes only, not {mode!r}")
+        if (size is None) == (scale_factor is None):
+            raise ValueError("interpolate: give exactly one of size and scale_factor")
+        scales: tuple[float | None, ...]
+        if size is not None:
+            size_t = (size,) if isinstance(size, int) else tuple(size)
+            scales = (None,) * len(size_t)
+        else:
+            if isinstance(scale_factor, (int, float)):
+                scales = (float(scale_factor),) * max(self.ndim - 2, 1)
+            else:
+                scales = tuple(float(s) for s in scale_factor)  # type: ignore[union-attr]
+            if any(s <= 0 for s in scales if s is not None):
+                raise ValueError(f"interpolate: scale_factor must be positive, got {scale_factor!r}")
+            size_t = tuple(int(math.floor(n * s)) for n, s in  # type: ignore[operator]
+                           zip(self.shape[self.ndim - len(scales):], scales))
+        n = len(size_t)
+        if not 0 < n <= self.ndim or any(not isinstance(s, int) or s <= 0 for s in size_t):
+            raise ValueError(f"interpolate: size must be 1 to {self.ndim} positive ints (the last dims), got "
+                             f"{size_t}")
+        if _INTERPOLATE_MODES[mode] and n != _INTERPOLATE_MODES[mode]:
+            raise ValueError(f"interpolate: mode {mode!r} resamples {_INTERPOLATE_MODES[mode]} dims, got size {size_t}")
+        linear = mode in ("linear", "bilinear", "trilinear")
+        if linear and not dtypes.is_float(self.dtype):
+            raise TypeError(f"interpolate: mode {mode!r} needs a float tensor, got {self.dtype!r}")
+        x = self
+        for i, (n_out, scale) in enumerate(zip(size_t, scales)):
+            dim = self.ndim - n + i
+            n_in = x.shape[dim]
+            if n_in == n_out and scale is None and not (linear and align_corners):
+                continue  # the identity map (PyTorch's positions come out exact)
+            i0, i1, frac = _interpolation_source(n_in, n_out, "linear" if linear else mode, align_corners, scale)
+            last = x.transpose(dim, -1).unsqueeze(-2)  # (..., 1, in)
+            rows = np.arange(n_out)
+            if linear:  # each output a weighted sum of its two neighbours: a (out, in) matrix of weights
+                weights = np.zeros((n_out, n_in), np.float32)
+                np.add.at(weights, (rows, i0), 1 - frac)
+                np.add.at(weights, (rows, i1), frac)
+                moved = (last * Tensor(weights, self.device).cast(x.dtype)).sum(-1).cast(x.dtype)
+            else:  # a pick, not a product: exact for every dtype, and inf stays inf
+                picks = np.zeros((n_out, n_in), bool)
+                picks[rows, i0] = True
+                zero = Tensor(False if x.dtype == dtypes.bool else 0, self.device, x.dtype)
+                moved = Tensor(picks, self.device).where(last, zero).sum(-1).cast(x.dtype)
+            x = moved.transpose(dim, -1)
+        return x
+
+    # *** normalization ***
+    def layernorm(self, axis: int | Sequence[int] = -1, eps: float = 1e-5) -> Tensor:
+        """(x - mean) / sqrt(var + eps) over `axis` (the biased variance), with no weight or bias (tinygrad's)."""
+        mu = self.mean(axis, keepdim=True)
+        d = self - mu
+        return d * ((d * d).mean(axis, keepdim=True) + eps).rsqrt()
+
+    def layer_norm(self, normalized_shape: int | Sequence[int], weight: Tensor | None = None,
+                   bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
+        """torch.nn.functional.layer_norm: normalize over the last dims, of `normalized_shape`, then * weight + bias
+        (each of that shape, optional)."""
+        shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        if not shape or self.shape[self.ndim - len(shape):] != shape or len(shape) > self.ndim:
+            raise ValueError(f"layer_norm: normalized_shape {shape} must be the last dims of the input {self.shape}")
+        for name, t in (("weight", weight), ("bias", bias)):
+            if t is not None and (not isinstance(t, Tensor) or t.shape != shape):
+                raise ValueError(f"layer_norm: {name} must have shape {shape}, got {getattr(t, 'shape', t)!r}")
+        out = self.layernorm(tuple(range(-len(shape), 0)), eps)
+        out = out * weight if weight is not None else out
+        return out + bias if bias is not None else out
+
+    def rmsnorm(self, axis: int | Sequence[int] = -1, eps: float = 1e-6) -> Tensor:
+        """x / sqrt(mean(x^2) + eps) over `axis`, with no weight."""
+        return self * ((self * self).mean(axis, keepdim=True) + eps).rsqrt()
+
+    def rms_norm(self, normalized_shape: int | Sequence[int], weight: Tensor | None = None,
+                 eps: float | None = None) -> Tensor:
+        """torch.nn.functional.rms_norm: x / sqrt(mean(x^2) + eps) over the last dims, of `normalized_shape`, then
+        * weight (optional). eps defaults to the machine epsilon of x's float dtype, as PyTorch."""
+        shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+        if not shape or self.shape[self.ndim - len(shape):] != shape or len(shape) > self.ndim:
+            raise ValueError(f"rms_norm: normalized_shape {shape} must be the last dims of the input {self.shape}")
+        if weight is not None and (not isinstance(weight, Tensor) or weight.shape != shape):
+            raise ValueError(f"rms_norm: weight must have shape {shape}, got {getattr(weight, 'shape', weight)!r}")
+        x = self.float_()
+        out = x.rmsnorm(tuple(range(-len(shape), 0)), _FLOAT_EPS.get(x.dtype.name, 2.0**-23) if eps is None else eps)
+        return out * weight if weight is not None else out
+
+    def batchnorm(self, weight: Tensor | None, bias: Tensor | None, mean: Tensor, invstd: Tensor,
+                  axis: int | Sequence[int] = 1) -> Tensor:
+        """(x - mean) * invstd * weight + bias, the statistics and parameters shaped as the `axis` dims of x
+        (tinygrad's: the caller computes the statistics)."""
+        axes = normalize_axis(axis, self.ndim, "batchnorm")
+        shape = tuple(s if i in axes else 1 for i, s in enumerate(self.shape))
+        x = self - mean.reshape(shape)
+        if weight is not None:
+            x = x * weight.reshape(shape)
+        out = x * (invstd.reshape(shape) if invstd.ndim == len(axes) else invstd)
+        return out + bias.reshape(shape) if bias is not None else out
+
+    def batch_norm(self, running_mean: Tensor | None, running_var: Tensor | None, weight: Tensor | None = None,
+                   bias: Tensor | None = None, training: bool = False, momentum: float = 0.1,
+                   eps: float = 1e-5) -> Tensor:
+        """torch.nn.functional.batch_norm over every dim but the channels (dim 1) of (N, C, ...). Training uses the
+        batch's statistics (biased variance) and, where given, moves running_mean and running_var (unbiased) toward
+        them by `momentum`, in place; otherwise the running statistics are used."""
+        if self.ndim < 2:
+            raise ValueError(f"batch_norm: expected (N, C, ...), got shape {self.shape}")
+        channels = self.shape[1]
+        for name, t in (("running_mean", running_mean), ("running_var", running_var), ("weight", weight),
+                        ("bias", bias)):
+            if t is not None and (not isinstance(t, Tensor) or t.shape != (channels,)):
+                raise ValueError(f"batch_norm: {name} must have shape ({channels},), got {getattr(t, 'shape', t)!r}")
+        axes = tuple(i for i in range(self.ndim) if i != 1)
+        if training:
+            count = self.numel() // max(channels, 1)
+            if count <= 1:
+                raise ValueError(f"batch_norm: training needs more than one value per channel, got shape {self.shape}")
+            mean, var = self.mean(axes), self.var(axes, correction=0)
+            if running_mean is not None:
+                running_mean.assign((running_mean * (1 - momentum) + mean.detach() * momentum).cast(running_mean.dtype))
+            if running_var is not None:
+                unbiased = var.detach() * (momentum * count / (count - 1))
+                running_var.assign((running_var * (1 - momentum) + unbiased).cast(running_var.dtype))
+        else:
+            if running_mean is None or running_var is None:
+                raise ValueError("batch_norm: running_mean and running_var are needed when not training")
+            mean, var = running_mean, running_var
+        return self.batchnorm(weight, bias, mean, (var + eps).rsqrt())
+
+    def normalize(self, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
+        """torch.nn.functional.normalize: x / max(||x||_p, eps) along `dim` (p > 0, or inf)."""
+        if not isinstance(p, (int, float)) or p <= 0:
+            raise ValueError(f"normalize: p must be a positive number or inf, got {p!r}")
+        d = normalize_axis(dim, self.ndim, "normalize")
+        x = self.float_()
+        if p == math.inf:
+            norm = x.abs().max(d, keepdim=True).maximum(eps)
+        elif p == 2:  # max(sqrt(s), eps) as sqrt(max(s, eps^2)): the same values, and no 0 * inf gradient at 0
+            norm = x.square().sum(d, keepdim=True).maximum(eps * eps).sqrt()
+        elif p == 1:
+            norm = x.abs().sum(d, keepdim=True).maximum(eps)
+        else:
+            total = x.abs().pow(p).sum(d, keepdim=True)
+            some = total > 0  # the root taken of 1 where the sum is 0: its infinite slope there would make NaNs
+            norm = some.where(some.where(total, 1.0).pow(1 / p), 0.0).maximum(eps)
+        return x / norm
+
+    # *** softmax and its kin ***
+    def softmax(self, axis: int = -1, dtype: DType | None = None) -> Tensor:
+        """exp(x) / sum(exp(x)) over `axis` (stable: the max is subtracted first); 3 kernels at most. `dtype`: x is
+        cast to it first."""
+        ax = normalize_axis(axis, self.ndim, "softmax")
+        x = (self if dtype is None else self.cast(dtype)).float_()
+        # the max is a shift the result does not depend on: detached, the backward is p * (g - sum(p * g)) and no
+        # gradient is routed through the max's argmax (exactly zero, at the price of two more reduce kernels)
+        e = (x - x.max(ax, keepdim=True).detach()).exp()
+        return e / e.sum(ax, keepdim=True)
+
+    def log_softmax(self, axis: int = -1, dtype: DType | None = None) -> Tensor:
+        """log(softmax(x)) over `axis`, computed stably: x - max - log(sum(exp(x - max))). `dtype`: x is cast to it
+        first."""
+        ax = normalize_axis(axis, self.ndim, "log_softmax")
+        x = (self if dtype is None else self.cast(dtype)).float_()
+        shifted = x - x.max(ax, keepdim=True).detach()  # (a shift, as in softmax)
+        return shifted - shifted.exp().sum(ax, keepdim=True).log()
+
+    def softmin(self, axis: int = -1, dtype: DType | None = None) -> Tensor:
+        """softmax(-x) over `axis`."""
+        return (-(self if dtype is None else self.cast(dtype)).float_()).softmax(axis)
+
+    def logsigmoid(self) -> Tensor:
+        """log(sigmoid(x)) = min(x, 0) - log(1 + exp(-|x|)), stable for large |x|."""
+        x = self.float_()
+        return x.minimum(0) - (1 + (-x.abs()).exp()).log()
+
+    # *** losses ***
+    def binary_crossentropy(self, Y: Tensor, reduction: Reduction = "mean", weight: Tensor | None = None) -> Tensor:
+        """Binary cross-entropy of probabilities self against targets Y (same shape): -w (y log p + (1 - y)
+        log(1 - p)), each log clamped at -100 as PyTorch."""
+        _check_reduction(reduction, "binary_crossentropy")
+        _check_tensor(Y, "Y", "binary_crossentropy")
+        if Y.shape != self.shape:
+            raise ValueError(f"binary_crossentropy: target shape {Y.shape} differs from the input shape {self.shape}")
+        loss = -(Y * self.log().maximum(-100) + (1 - Y) * (1 - self).log().maximum(-100))
+        return _reduce_loss(loss * weight if weight is not None else loss, reduction)
+
+    def binary_crossentropy_logits(self, Y: Tensor, reduction: Reduction = "mean", pos_weight: Tensor | None = None,
+                                   weight: Tensor | None = None) -> Tensor:
+        """Binary cross-entropy of sigmoid(self) against targets Y, computed stably from the logits: -w (pos_weight
+        y log sigmoid(x) + (1 - y) log sigmoid(-x)). `pos_weight` scales the positive term (per class, broadcast
+        along the last dim)."""
+        _check_reduction(reduction, "binary_crossentropy_logits")
+        _check_tensor(Y, "Y", "binary_crossentropy_logits")
+        if Y.shape != self.shape:
+            raise ValueError(f"binary_crossentropy_logits: target shape {Y.shape} differs from the input shape "
+                             f"{self.shape}")
+        if pos_weight is None:
+            loss = self.maximum(0) - self * Y + (1 + (-self.abs()).exp()).log()
+        else:
+            log_p = self.logsigmoid()
+            loss = -(pos_weight * Y * log_p + (1 - Y) * (log_p - self))
+        return _reduce_loss(loss * weight if weight is not None else loss, reduction)
+
+    def sparse_categorical_crossentropy(self, Y: Tensor, ignore_index: int = -1, label_smoothing: float = 0.0,
+                                        reduction: Reduction = "mean") -> Tensor:
+        """Cross-entropy of logits self (..., classes), the classes on the LAST dim (tinygrad's), against integer
+        labels Y (...); labels equal to ignore_index count for nothing (and not in the mean's count)."""
+        op = "sparse_categorical_crossentropy"
+        _check_reduction(reduction, op)
+        _check_tensor(Y, "Y", op)
+        if not dtypes.is_int(Y.dtype):
+            raise TypeError(f"{op}: labels must be an int tensor, got {Y.dtype!r}")
+        if self.shape[:-1] != Y.shape:
+            raise ValueError(f"{op}: logits {self.shape} and labels {Y.shape} differ in their leading dims")
+        if not 0 <= label_smoothing <= 1:
+            raise ValueError(f"{op}: label_smoothing must be in [0, 1], got {label_smoothing!r}")
+        n = self.shape[-1]
+        logp = self.log_softmax(-1)
+        keep = Y != ignore_index
+        onehot = (Y.reshape(*Y.shape, 1) == Tensor.arange(n, device=Y.device)).cast(logp.dtype)
+        # the label's log-probability is a sum of logp * one-hot, which the scheduler turns into one gated load
+        per = -(logp * onehot).sum(-1)
+        if label_smoothing:  # target (1 - s) * onehot + s / n, split so the pick stays a gather
+            per = per * (1 - label_smoothing) - logp.sum(-1) * (label_smoothing / n)
+        if reduction == "none":
+            return keep.where(per, 0.0)
+        if reduction == "sum":
+            return keep.where(per, 0.0).sum()
+        count = keep.cast(logp.dtype).sum()
+        return keep.where(per, 0.0).sum() / count.maximum(1.0)
+
+    def _class_dim(self, op: str) -> int:
+        if self.ndim == 0:
+            raise ValueError(f"{op}: the input needs a class dim (C,) or (N, C, ...), got a 0-d tensor")
+        return 0 if self.ndim == 1 else 1
+
+    def _nll(self, Y: Tensor, weight: Tensor | None, ignore_index: int, op: str) -> tuple[Tensor, Tensor, Tensor]:
+        """For log-probabilities self (classes on dim 1, or 0 when 1-d) and class indices Y: (-w[y] * logp[y] per
+        sample, w[y] per sample, kept), zero where y == ignore_index."""
+        cdim = self._class_dim(op)
+        n = self.shape[cdim]
+        if not dtypes.is_int(Y.dtype):
+            raise TypeError(f"{op}: class-index targets must be an int tensor, got {Y.dtype!r}")
+        if Y.shape != self.shape[:cdim] + self.shape[cdim + 1:]:
+            raise ValueError(f"{op}: target shape {Y.shape} does not match the input {self.shape} without its class "
+                             f"dim {cdim}")
+        cshape = tuple(n if i == cdim else 1 for i in range(self.ndim))
+        onehot = (Y.unsqueeze(cdim) == Tensor.arange(n, device=Y.device).reshape(cshape)).cast(self.dtype)
+        keep = Y != ignore_index
+        picked = (self * onehot).sum(cdim)
+        if weight is None:
+            return keep.where(-picked, 0.0), keep.cast(self.dtype), keep
+        wy = (onehot * weight.cast(self.dtype).reshape(cshape)).sum(cdim)
+        return keep.where(-picked * wy, 0.0), keep.where(wy, 0.0), keep
+
+    def _check_weight(self, weight: Tensor | None, op: str) -> None:
+        if weight is not None:
+            n = self.shape[self._class_dim(op)]
+            if not isinstance(weight, Tensor) or weight.shape != (n,):
+                raise ValueError(f"{op}: weight must be a Tensor of shape ({n},) (one per class), got "
+                                 f"{getattr(weight, 'shape', type(weight).__name__)}")
+
+    def nll_loss(self, Y: Tensor, weight: Tensor | None = None, ignore_index: int = -100,
+                 reduction: Reduction = "mean") -> Tensor:
+        """Negative log-likelihood of log-probabilities self ((N, C, ...) or (C,)) at the class indices Y; the mean is
+        weighted: sum(-w[y] logp[y]) / sum(w[y]) over the targets that are not ignore_index (torch's)."""
+        _check_reduction(reduction, "nll_loss")
+        _check_tensor(Y, "Y", "nll_loss")
+        self._check_weight(weight, "nll_loss")
+        loss, w, _ = self._nll(Y, weight, ignore_index, "nll_loss")
+        return loss.sum() / w.sum() if reduction == "mean" else _reduce_loss(loss, reduction)
+
+    def cross_entropy(self, Y: Tensor, reduction: Reduction = "mean", label_smoothing: float = 0.0,
+                      weight: Tensor | None = None, ignore_index: int = -100) -> Tensor:
+        """torch.nn.functional.cross_entropy of logits self ((N, C, ...) or (C,), classes on dim 1) against class
+        indices Y (int, the input's shape without the class dim) or class probabilities Y (float, the input's shape).
+        `weight` weighs each class, `label_smoothing` mixes the target with the uniform distribution, `ignore_index`
+        (index targets) drops those samples."""
+        op = "cross_entropy"
+        _check_reduction(reduction, op)
+        _check_tensor(Y, "Y", op)
+        if not 0 <= label_smoothing <= 1:
+            raise ValueError(f"{op}: label_smoothing must be in [0, 1], got {label_smoothing!r}")
+        self._check_weight(weight, op)
+        cdim = self._class_dim(op)
+        n = self.shape[cdim]
+        cshape = tuple(n if i == cdim else 1 for i in range(self.ndim))
+        logp = self.log_softmax(cdim)
+        if dtypes.is_float(Y.dtype):  # class probabilities
+            if Y.shape != self.shape:
+                raise ValueError(f"{op}: probability targets must have the input's shape {self.shape}, got {Y.shape}")
+            target = Y * (1 - label_smoothing) + label_smoothing / n if label_smoothing else Y
+            terms = logp * target
+            terms = terms * weight.reshape(cshape) if weight is not None else terms
+            if reduction == "none":
+                return -terms.sum(cdim)
+            return -terms.sum() if reduction == "sum" else -terms.sum() * (n / max(self.numel(), 1))
+        loss, w, keep = logp._nll(Y, weight, ignore_index, op)
+        nll = loss.sum() / w.sum() if reduction == "mean" else _reduce_loss(loss, reduction)
+        if not label_smoothing:
+            return nll
+        spread = logp * weight.reshape(cshape) if weight is not None else logp
+        smooth = keep.where(-spread.sum(cdim), 0.0)
+        smooth = smooth.sum() / w.sum() if reduction == "mean" else _reduce_loss(smooth, reduction)
+        return nll * (1 - label_smoothing) + smooth * (label_smoothing / n)
+
+    # *** initializers (torch.nn.init's, as tensors) ***
+    @staticmethod
+    def kaiming_normal(*shape: Any, a: float = 0.01, dtype: DType | None = None, device: str | None = None) -> Tensor:
+        """He-normal init: N(0, std^2) with std = sqrt(2 / (1 + a^2)) / sqrt(fan_in), fan_in = prod(shape[1:])."""
+        shape_t = shape_args(shape)
+        std = math.sqrt(2.0 / (1 + a**2)) / math.sqrt(max(1, int(prod(shape_t[1:]))))
+        return Tensor.normal(*shape_t, mean=0.0, std=std, dtype=dtype, device=device)
+
+    @staticmethod
+    def scaled_uniform(*shape: Any, dtype: DType | None = None, device: str | None = None) -> Tensor:
+        """U(-1, 1) / sqrt(prod(shape))."""
+        shape_t = shape_args(shape)
+        bound = max(1, int(prod(shape_t))) ** -0.5
+        return Tensor.uniform(*shape_t, low=-bound, high=bound, dtype=dtype, device=device)
+
+    @staticmethod
+    def xavier_uniform(*shape: Any, gain: float = 1.0, dtype: DType | None = None, device: str | None = None) -> Tensor:
+        """torch.nn.init.xavier_uniform_: U(-b, b), b = gain * sqrt(6 / (fan_in + fan_out)) for a weight shaped
+        (out, in, *kernel)."""
+        shape_t = shape_args(shape)
+        fan_in, fan_out = _fans(shape_t, "xavier_uniform")
+        bound = gain * math.sqrt(6.0 / max(1, fan_in + fan_out))
+        return Tensor.uniform(*shape_t, low=-bound, high=bound, dtype=dtype, device=device)
+
+    @staticmethod
+    def xavier_normal(*shape: Any, gain: float = 1.0, dtype: DType | None = None, device: str | None = None) -> Tensor:
+        """torch.nn.init.xavier_normal_: N(0, std^2), std = gain * sqrt(2 / (fan_in + fan_out)) for a weight shaped
+        (out, in, *kernel)."""
+        shape_t = shape_args(shape)
+        fan_in, fan_out = _fans(shape_t, "xavier_normal")
+        std = gain * math.sqrt(2.0 / max(1, fan_in + fan_out))
+        return Tensor.normal(*shape_t, mean=0.0, std=std, dtype=dtype, device=device)
