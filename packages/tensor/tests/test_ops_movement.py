@@ -85,7 +85,8 @@ def test_pad_pairs_negative_and_errors(dev):
     check(t.pad((-1, 2, 1, -2)), F.pad(ta, (-1, 2, 1, -2)))
     check(t.pad((2, 1), mode="reflect"), F.pad(ta[None], (2, 1), mode="reflect")[0])
     check(t.pad((3, 3, 2, 2), mode="replicate"), F.pad(ta[None], (3, 3, 2, 2), mode="replicate")[0])
-    with pytest.raises(ValueError, match="pad: mode must be 'constant', 'reflect' or 'replicate', got 'wrap'"):
+    with pytest.raises(ValueError, match="pad: mode must be 'constant', 'reflect', 'replicate' or 'circular', got "
+                       "'wrap'"):
         t.pad((1, 1), mode="wrap")
     with pytest.raises(ValueError, match=r"pad: reflect padding \(4, 0\) of dim 1 must be smaller than its size 4"):
         t.pad((4, 0), mode="reflect")

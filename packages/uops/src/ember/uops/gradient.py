@@ -35,11 +35,22 @@ def _permute_back(order: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(inv)
 
 
-def _max_grad(ctx: UOp, ret: UOp, a: UOp, b: UOp) -> tuple[UOp, UOp]:
-    # the larger source takes the gradient; a tie splits it evenly (as torch.maximum)
-    half = _const_like(a, 0.5)
+def _is_const(u: UOp) -> bool:
+    # a constant, maybe broadcast (a Python scalar operand)
+    while u.op in (Ops.RESHAPE, Ops.EXPAND):
+        u = u.src[0]
+    return u.op is Ops.CONST
+
+
+def _max_grad(ctx: UOp, ret: UOp, a: UOp, b: UOp) -> tuple[UOp | None, UOp | None]:
+    # the larger source takes the gradient; a tie splits it evenly (as torch.maximum). Against a constant the
+    # variable takes it only where strictly larger: relu's gradient at 0 is 0, as torch's
     one, zero = _const_like(a, 1.0), _const_like(a, 0.0)
-    wa = (b < a).where(one, a.eq(b).where(half, zero))
+    if _is_const(b):
+        return ctx * (b < a).where(one, zero), None
+    if _is_const(a):
+        return None, ctx * (a < b).where(one, zero)
+    wa = (b < a).where(one, a.eq(b).where(_const_like(a, 0.5), zero))
     return ctx * wa, ctx * (one + -wa)
 
 

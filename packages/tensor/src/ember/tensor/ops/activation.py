@@ -7,6 +7,7 @@ import math
 from typing import TYPE_CHECKING
 
 from ember.tensor.ops.args import normalize_axis
+from ember.uops import dtypes
 
 if TYPE_CHECKING:  # at run time ember.tensor.tensor binds Tensor here: it is the class built on this mixin
     from ember.tensor.tensor import Tensor
@@ -17,17 +18,29 @@ class ActivationMixin:
 
     __slots__ = ()
 
-    def relu(self) -> Tensor: return self.maximum(0)
-    def sigmoid(self) -> Tensor: return (1 + (-self.float_()).exp()).reciprocal()
-    def tanh(self) -> Tensor: return 2 * (2 * self.float_()).sigmoid() - 1
+    def relu(self) -> Tensor:
+        """max(x, 0); the gradient at 0 is 0 (as torch: a tie with a constant passes no gradient)."""
+        return self.maximum(0)
+
+    def sigmoid(self) -> Tensor:
+        """1 / (1 + exp(-x)). x below -88 (float32; -11 for float16, -700 for float64) counts as -88: exp(-x) stays
+        finite, so the gradient there is 0, not inf * 0 (the result is below 1e-38 either way). x is read once: it
+        fuses into the kernel that makes it."""
+        x = self.float_()
+        low = -11.0 if x.dtype == dtypes.float16 else -700.0 if x.dtype == dtypes.float64 else -88.0
+        return (1 + (-x.maximum(low)).exp()).reciprocal()
+
+    def tanh(self) -> Tensor:
+        """2 * sigmoid(2x) - 1."""
+        return 2 * (2 * self.float_()).sigmoid() - 1
 
     def leaky_relu(self, neg_slope: float = 0.01) -> Tensor:
         """x where x > 0, else neg_slope * x."""
         return (self > 0).where(self, self * neg_slope)
 
     def silu(self) -> Tensor:
-        """x * sigmoid(x)."""
-        return self * self.sigmoid()
+        """x * sigmoid(x) (as x / (1 + exp(-x)): the kernels the trainer's SwiGLU was tuned on)."""
+        return self * (1 + (-self.float_()).exp()).reciprocal()
 
     swish = silu
 
@@ -51,12 +64,45 @@ class ActivationMixin:
         return self * self.softplus().tanh()
 
     def hardtanh(self, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
-        """x clipped to [min_val, max_val]."""
-        return self.clip(min_val, max_val)
+        """x clipped to [min_val, max_val], in x's dtype (as torch); the gradient flows strictly inside the bounds."""
+        if dtypes.is_unsigned(self.dtype) and min(min_val, max_val) < 0:
+            raise RuntimeError("hardtanh: cannot do hardtanh on an unsigned type with negative limits")
+        lo, hi = (Tensor(v, self.device, self.dtype) for v in (min_val, max_val))
+        return (self <= lo).where(lo, (self >= hi).where(hi, self))
+
+    def relu6(self) -> Tensor:
+        """min(max(x, 0), 6) (hardtanh(0, 6))."""
+        return self.hardtanh(0, 6)
+
+    def hardsigmoid(self) -> Tensor:
+        """relu6(x + 3) / 6."""
+        return (self.float_() + 3).relu6() * (1 / 6)
+
+    def hardswish(self) -> Tensor:
+        """x * relu6(x + 3) / 6."""
+        return self * self.hardsigmoid()
+
+    def softsign(self) -> Tensor:
+        """x / (1 + |x|)."""
+        return self / (1 + self.abs())
+
+    def quick_gelu(self) -> Tensor:
+        """x * sigmoid(1.702 x): the GELU approximation of CLIP."""
+        return self * (self * 1.702).sigmoid()
+
+    def selu(self, alpha: float = 1.67326, gamma: float = 1.0507) -> Tensor:
+        """gamma * elu(x, alpha), with SELU's constants by default."""
+        return gamma * self.elu(alpha)
+
+    def celu(self, alpha: float = 1.0) -> Tensor:
+        """max(0, x) + min(0, alpha * (exp(x / alpha) - 1))."""
+        x = self.float_()
+        return (x > 0).where(x, alpha * ((x > 0).where(0.0, x) * (1 / alpha)).expm1())
 
     def elu(self, alpha: float = 1.0) -> Tensor:
-        """x where x > 0, else alpha * (exp(x) - 1)."""
-        return (self > 0).where(self.float_(), alpha * (self.exp() - 1))
+        """x where x > 0, else alpha * (exp(x) - 1) (the exp of min(x, 0): no overflow in the branch not taken)."""
+        x = self.float_()
+        return (x > 0).where(x, alpha * ((x > 0).where(0.0, x)).expm1())
 
     def softmax(self, axis: int = -1) -> Tensor:
         """exp(x) / sum(exp(x)) over `axis` (stable: the max is subtracted first); 3 kernels at most."""

@@ -1,4 +1,5 @@
-"""Argument parsing shared by Tensor's op modules: device names, axes, and shapes given as `(2, 3)` or `2, 3`."""
+"""Argument parsing shared by Tensor's op modules: device names, axes, dtypes given as names, and shapes given as
+`(2, 3)` or `2, 3`."""
 
 from __future__ import annotations
 
@@ -6,6 +7,31 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ember.runtime import Device
+from ember.uops import DType, dtypes
+
+
+class AxisError(IndexError, ValueError):
+    """An axis out of range or repeated: an IndexError as in PyTorch, and a ValueError (as numpy's AxisError is both)
+    for code written against either."""
+
+
+class ShapeError(ValueError, RuntimeError):
+    """Shapes that do not fit together (broadcast, reshape, matmul): a ValueError, and the RuntimeError PyTorch raises
+    for them, for code written against either."""
+
+
+class IndexRangeError(IndexError, RuntimeError):
+    """An index tensor's value out of range in gather/scatter/index_select: an IndexError, and the RuntimeError PyTorch
+    raises for it."""
+
+
+def to_dtype(dtype: DType | str | None) -> DType | None:
+    """`dtype` as a DType: a DType, a name (`"int32"`, `'half'`, `"torch.float32"`), or None (kept)."""
+    if dtype is None or isinstance(dtype, DType):
+        return dtype
+    if isinstance(dtype, str):
+        return dtypes.from_name(dtype.removeprefix("torch.").removeprefix("dtypes."))
+    raise TypeError(f"dtype: expected a DType or its name like 'int32', got {type(dtype).__name__} {dtype!r}")
 
 
 def canonical_device(device: str | Sequence[str] | None) -> Any:
@@ -24,18 +50,19 @@ def canonical_device(device: str | Sequence[str] | None) -> Any:
 
 
 def normalize_axis(axis: int | Sequence[int] | None, ndim: int, op: str) -> tuple[int, ...]:
-    """`axis` (an int, ints, or None for all) as dims 0..ndim-1; a ValueError naming `op` when out of range or
-    repeated."""
+    """`axis` (an int, ints, or None for all) as dims 0..ndim-1; an AxisError (an IndexError and a ValueError) naming
+    `op` when out of range or repeated. A 0-d tensor takes axis 0 and -1, as in PyTorch."""
     if axis is None:
         return tuple(range(ndim))
     axes = (axis,) if isinstance(axis, int) else tuple(axis)
     out = []
     for a in axes:
         if not isinstance(a, int) or not -max(ndim, 1) <= a < max(ndim, 1):
-            raise ValueError(f"{op}: axis {a} is out of range for a tensor of {ndim} dims")
+            raise AxisError(f"{op}: axis {a} is out of range for a tensor of {ndim} dims (dimension out of range: "
+                            f"expected one in [{-max(ndim, 1)}, {max(ndim, 1) - 1}])")
         out.append(a % ndim if ndim else 0)
     if len(set(out)) != len(out):
-        raise ValueError(f"{op}: axis {axis} repeats a dim")
+        raise AxisError(f"{op}: axis {axis} repeats a dim")
     return tuple(out)
 
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ember.tensor.ops.args import canonical_device, shape_args
+from ember.tensor.ops.args import canonical_device, shape_args, to_dtype
 from ember.uops import DType, Ops, UOp, dtypes, prod, to_numpy_dtype
 
 if TYPE_CHECKING:  # at run time ember.tensor.tensor binds Tensor here: it is the class built on this mixin
@@ -20,27 +20,30 @@ class CreationMixin:
     __slots__ = ()
 
     @staticmethod
-    def full(shape: int | Sequence[int], value: Any, dtype: DType | None = None, device: str | None = None) -> Tensor:
+    def full(shape: int | Sequence[int], value: Any, dtype: DType | str | None = None,
+             device: str | None = None) -> Tensor:
         shape = (shape,) if isinstance(shape, int) else tuple(shape)
         if any(not isinstance(s, int) or s < 0 for s in shape):
             raise ValueError(f"full: shape must be non-negative ints, got {shape}")
-        c = Tensor(value, device, dtype or dtypes.from_py(value))
+        c = Tensor(value, device, to_dtype(dtype) or dtypes.from_py(value))
         return c.reshape((1,) * len(shape)).expand(shape)
 
     @staticmethod
-    def zeros(*shape: Any, dtype: DType | None = None, device: str | None = None) -> Tensor:
+    def zeros(*shape: Any, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+        dtype = to_dtype(dtype)
         return Tensor.full(shape_args(shape), 0.0 if dtype is None else 0, dtype or dtypes.float32, device)
 
     @staticmethod
-    def ones(*shape: Any, dtype: DType | None = None, device: str | None = None) -> Tensor:
+    def ones(*shape: Any, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+        dtype = to_dtype(dtype)
         return Tensor.full(shape_args(shape), 1.0 if dtype is None else 1, dtype or dtypes.float32, device)
 
     @staticmethod
-    def empty(*shape: Any, dtype: DType | None = None, device: str | None = None) -> Tensor:
+    def empty(*shape: Any, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
         shape_t = shape_args(shape)
         if any(s < 0 for s in shape_t):
             raise ValueError(f"empty: shape must be non-negative ints, got {shape_t}")
-        dt = dtype or dtypes.float32
+        dt = to_dtype(dtype) or dtypes.float32
         dev = canonical_device(device)
         if isinstance(dev, tuple):  # a buffer on each device
             return Tensor(UOp.mstack([Tensor.empty(*shape_t, dtype=dt, device=d).uop for d in dev], None))
@@ -49,13 +52,14 @@ class CreationMixin:
 
     @staticmethod
     def arange(start: int | float, stop: int | float | None = None, step: int | float = 1,
-               dtype: DType | None = None, device: str | None = None) -> Tensor:
+               dtype: DType | str | None = None, device: str | None = None) -> Tensor:
         if stop is None:
             start, stop = 0, start
         if step == 0:
             raise ValueError("arange: step must not be 0")
         ints = all(isinstance(v, int) and not isinstance(v, bool) for v in (start, stop, step))
-        dt = dtype or (dtypes.int32 if ints else dtypes.float32)
+        wide = ints and not all(dtypes.min(dtypes.int32) <= v <= dtypes.max(dtypes.int32) for v in (start, stop))
+        dt = to_dtype(dtype) or ((dtypes.int64 if wide else dtypes.int32) if ints else dtypes.float32)
         if not ints or not (dtypes.is_int(dt) or dtypes.is_float(dt)):
             # fractional starts and steps: numpy's values (computed in float64), made on the host
             return Tensor(np.arange(start, stop, step).astype(to_numpy_dtype(dt)), device)
@@ -66,12 +70,12 @@ class CreationMixin:
         return (ramp if start == 0 else ramp + start).cast(dt)
 
     @staticmethod
-    def linspace(start: int | float, end: int | float, steps: int, dtype: DType | None = None,
+    def linspace(start: int | float, end: int | float, steps: int, dtype: DType | str | None = None,
                  device: str | None = None) -> Tensor:
         """`steps` evenly spaced values from start to end inclusive (computed from both ends, as torch)."""
         if not isinstance(steps, int) or isinstance(steps, bool) or steps < 0:
             raise ValueError(f"linspace: steps must be a non-negative int, got {steps!r}")
-        dt = dtype or dtypes.float32
+        dt = to_dtype(dtype) or dtypes.float32
         if steps <= 1:
             return Tensor.full((steps,), float(start), dtypes.float32, device).cast(dt)
         step = (end - start) / (steps - 1)
@@ -80,25 +84,25 @@ class CreationMixin:
         return out.cast(dt)
 
     @staticmethod
-    def eye(n: int, m: int | None = None, dtype: DType | None = None, device: str | None = None) -> Tensor:
+    def eye(n: int, m: int | None = None, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
         """The n x m identity matrix (m defaults to n)."""
         m = n if m is None else m
         for name, v in (("n", n), ("m", m)):
             if not isinstance(v, int) or v < 0:
                 raise ValueError(f"eye: {name} must be a non-negative int, got {v!r}")
         same = Tensor.arange(n, device=device).reshape(n, 1) == Tensor.arange(m, device=device).reshape(1, m)
-        return same.cast(dtype or dtypes.float32)
+        return same.cast(to_dtype(dtype) or dtypes.float32)
 
-    def full_like(self, value: Any, dtype: DType | None = None, device: str | None = None) -> Tensor:
+    def full_like(self, value: Any, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
         """A tensor of this one's shape filled with `value` (this dtype and device unless given; on this one's devices,
         sharded as it is)."""
-        out = Tensor.full(self.shape, value, dtype or self.dtype, device or self.device)
+        out = Tensor.full(self.shape, value, to_dtype(dtype) or self.dtype, device or self.device)
         return out.shard_like(self) if device is None and isinstance(self.device, tuple) else out
 
-    def zeros_like(self, dtype: DType | None = None, device: str | None = None) -> Tensor:
+    def zeros_like(self, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
         """Zeros of this tensor's shape (and dtype and device unless given)."""
         return self.full_like(0, dtype, device)
 
-    def ones_like(self, dtype: DType | None = None, device: str | None = None) -> Tensor:
+    def ones_like(self, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
         """Ones of this tensor's shape (and dtype and device unless given)."""
         return self.full_like(1, dtype, device)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from ember.uops import ElementwiseMixin, Ops, broadcast_shape, dtypes, least_upper_dtype
+from ember.tensor.ops.args import ShapeError, to_dtype
+from ember.uops import DType, ElementwiseMixin, Ops, broadcast_shape, dtypes, least_upper_dtype
 
 if TYPE_CHECKING:  # at run time ember.tensor.tensor binds Tensor here: it is the class built on this mixin
     from ember.tensor.tensor import Tensor
@@ -40,7 +41,8 @@ class TensorElementwiseMixin(ElementwiseMixin):
         try:
             shape = broadcast_shape(x.shape, y.shape)
         except ValueError:
-            raise ValueError(f"cannot broadcast shapes {x.shape} and {y.shape}") from None
+            raise ShapeError(f"cannot broadcast shapes {x.shape} and {y.shape}: the size of tensor a must match the "
+                             "size of tensor b at each non-singleton dimension") from None
         x, y = x.expand(shape), y.expand(shape)
         return (y, x) if reverse else (x, y)
 
@@ -73,12 +75,58 @@ class TensorElementwiseMixin(ElementwiseMixin):
             raise TypeError("neg: negation of a bool tensor is not allowed (use logical_not)")
         return self * -1
 
-    def div(self, x: Any, reverse: bool = False) -> Tensor:
-        """True division (`/`): ints are divided as floats, as x * (1 / y)."""
+    def add(self, x: Any, reverse: bool = False, alpha: Any = None) -> Tensor:  # type: ignore[override]
+        """self + alpha * x (x + self when `reverse`), as torch.add: `a.add(b, alpha=2)`."""
+        return self._binop(Ops.ADD, x if alpha is None else x * alpha, reverse)
+
+    def sub(self, x: Any, reverse: bool = False, alpha: Any = None) -> Tensor:  # type: ignore[override]
+        """self - alpha * x (x - self when `reverse`), as torch.sub: `a.sub(b, alpha=2)`."""
+        return super().sub(x if alpha is None else x * alpha, reverse)
+
+    def div(self, x: Any, reverse: bool = False, rounding_mode: str | None = None) -> Tensor:  # type: ignore[override]
+        """True division (`/`): ints are divided as floats, as x * (1 / y). `rounding_mode="trunc"` rounds the quotient
+        toward zero, `"floor"` toward -inf (as `//`); with either, ints stay ints."""
+        if rounding_mode == "floor":
+            return self._floordiv(x, reverse)
+        if rounding_mode == "trunc":
+            a, b = self._broadcasted(x, reverse)
+            if dtypes.is_float(a.dtype):
+                return (a / b).trunc()
+            if a.dtype == dtypes.bool:
+                raise TypeError("div: bool tensors cannot be divided with a rounding mode")
+            return a._int_divmod_trunc(b)[0]
+        if rounding_mode is not None:
+            raise ValueError(f"div: expected rounding_mode to be one of None, 'trunc', or 'floor' but found "
+                             f"{rounding_mode!r}")
         a, b = self._broadcasted(x, reverse)
         if not dtypes.is_float(a.dtype):
             a, b = a.float(), b.float()
         return a * b.reciprocal()
+
+    def mod(self, x: Any, reverse: bool = False) -> Tensor:
+        """a % b with the sign of b, as Python and torch.remainder (`%`)."""
+        return self._mod(x, reverse)
+
+    def fmod(self, x: Any) -> Tensor:
+        """The remainder of a / b rounded toward zero: the sign of a, as C's fmod and torch.fmod."""
+        a, b = self._broadcasted(x)
+        if dtypes.is_float(a.dtype):
+            return a - (a / b).trunc() * b
+        if a.dtype == dtypes.bool:
+            raise TypeError("fmod: bool tensors have no remainder")
+        return a._int_divmod_trunc(b)[1]
+
+    def _int_divmod_trunc(self, b: Tensor) -> tuple[Tensor, Tensor]:
+        # C's truncating (quotient, remainder) of two int tensors of one dtype and shape, with the trapping divisors
+        # (0, and -1 under MIN) given numpy's results as in _int_divmod
+        a, signed = self, not dtypes.is_unsigned(self.dtype)
+        zero = b == 0
+        trap = zero.logical_or(b == -1) if signed else zero
+        d = trap.where(1, b)
+        q, r = a.alu(Ops.IDIV, d), a.alu(Ops.MOD, d)
+        if signed:
+            q = (b == -1).where((a == dtypes.min(a.dtype)).where(a, a * -1), q)
+        return zero.where(0, q), zero.where(0, r)
 
     def _int_divmod(self, x: Any, reverse: bool) -> tuple[Tensor, Tensor]:
         # C's division truncates: step the quotient down (and the remainder over) where the signs differ.
@@ -137,9 +185,24 @@ class TensorElementwiseMixin(ElementwiseMixin):
                 raise ValueError(f"pow: integers to negative integer powers are not allowed (exponent {exponent})")
             return self._int_pow(exponent)
         x, y = self._broadcasted(exponent)
-        if not dtypes.is_float(x.dtype):  # int ** int tensor: through float64, exact below 2**53
-            return x.cast(dtypes.float64).alu(Ops.POW, y.cast(dtypes.float64)).cast(x.dtype)
+        if not dtypes.is_float(x.dtype):
+            return x._int_pow_tensor(y)
         return x.alu(Ops.POW, y)
+
+    def _int_pow_tensor(self, e: Tensor) -> Tensor:
+        # int ** int tensor, square-and-multiply over every bit of the exponent's dtype: wraps like torch. A negative
+        # exponent gives torch's 0, except for bases 1 (1) and -1 (+-1 by the exponent's parity)
+        x = self.cast(dtypes.int64) if self.dtype == dtypes.bool else self
+        e = e.cast(x.dtype)
+        out, base, rest = Tensor.full(x.shape, 1, x.dtype, x.device), x, e
+        for _ in range(x.dtype.bitsize - (0 if dtypes.is_unsigned(x.dtype) else 1)):
+            out = ((rest & 1) != 0).where(out * base, out)
+            base, rest = base * base, rest >> 1
+        if dtypes.is_unsigned(x.dtype):
+            return out
+        odd = (e & 1) != 0
+        negative = (x == 1).where(1, (x == -1).where(odd.where(-1, 1), 0)).cast(x.dtype)
+        return (e < 0).where(negative, out)
 
     def _int_pow(self, n: int) -> Tensor:
         # square-and-multiply on the tensor's own dtype: wraps like torch's integer pow
@@ -200,8 +263,177 @@ class TensorElementwiseMixin(ElementwiseMixin):
         return (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype)
 
     def square(self) -> Tensor:
-        """x * x."""
-        return self * self
+        """x * x (bools as int64, as torch)."""
+        x = self.cast(dtypes.int64) if self.dtype == dtypes.bool else self
+        return x * x
+
+    # *** the inverse trig and hyperbolic functions, log10, log1p, expm1 (16-bit floats computed in float32) ***
+    def _math_in(self) -> Tensor:
+        return self if self.dtype in (dtypes.float32, dtypes.float64) else self.float()
+
+    def _math_out(self, out: Tensor) -> Tensor:
+        return out.cast(self.dtype) if dtypes.is_float(self.dtype) else out
+
+    def asin(self) -> Tensor:
+        """arcsin(x) in [-pi/2, pi/2] (NaN outside [-1, 1]), odd: on t = |x|, an odd polynomial (Cephes' asinf) up to
+        0.5, and pi/2 - 2 asin(sqrt((1 - t) / 2)) above."""
+        x = self._math_in()
+        t = x.abs()
+        big = t > 0.5
+        half = big.where(0.5 * (1 - t), 1.0)  # (the branch not taken stays in sqrt's domain: no NaN gradient)
+        s = big.where(half.sqrt(), t)
+        z = big.where(half, t * t)
+        p = 0.0
+        for c in (4.2163199048e-2, 2.4181311049e-2, 4.5470025998e-2, 7.4953002686e-2, 1.6666752422e-1):
+            p = p * z + c
+        a = p * z * s + s
+        ang = big.where(math.pi / 2 - 2 * a, a)
+        return self._math_out((x < 0).where(-ang, ang))
+
+    def acos(self) -> Tensor:
+        """arccos(x) in [0, pi] (NaN outside [-1, 1]): pi/2 - asin(x)."""
+        return self._math_out(math.pi / 2 - self._math_in().asin())
+
+    def atan(self) -> Tensor:
+        """arctan(x) in (-pi/2, pi/2), odd: on t = |x| reduced to r in [-0.42, 0.42] (t, (t - 1) / (t + 1) + pi/4 or
+        -1/t + pi/2), then an odd polynomial (Cephes' atanf)."""
+        x = self._math_in()
+        t = x.abs()
+        big, mid = t > 2.414213562373095, t > 0.41421356237309503
+        r = big.where(-t.maximum(1).reciprocal(), mid.where((t - 1) / (t + 1), t))  # (maximum: no 1/0 untaken)
+        z = r * r
+        p = 0.0
+        for c in (8.05374449538e-2, -1.38776856032e-1, 1.99777106478e-1, -3.33329491539e-1):
+            p = p * z + c
+        ang = big.where(math.pi / 2, mid.where(math.pi / 4, 0.0)) + (p * z * r + r)
+        return self._math_out((x < 0).where(-ang, ang))
+
+    def sinh(self) -> Tensor:
+        """(e^x - e^-x) / 2, through expm1 so that small x keeps its precision."""
+        x = self._math_in()
+        return self._math_out((x.expm1() - (-x).expm1()) * 0.5)
+
+    def cosh(self) -> Tensor:
+        """(e^x + e^-x) / 2."""
+        x = self._math_in()
+        return self._math_out((x.exp() + (-x).exp()) * 0.5)
+
+    def asinh(self) -> Tensor:
+        """log(x + sqrt(x^2 + 1)), odd: on |x| as log1p(t + t^2 / (1 + sqrt(1 + t^2))), and log(2t) for huge t."""
+        x = self._math_in()
+        t = x.abs()
+        huge = t > 1e9
+        s = huge.where(0.0, t)  # (no t^2 overflow in the branch that is not taken)
+        small = (s + s * s / (1 + (s * s + 1).sqrt())).log1p()
+        out = huge.where(t.maximum(1).log() + math.log(2), small)
+        return self._math_out((x < 0).where(-out, out))
+
+    def acosh(self) -> Tensor:
+        """log(x + sqrt(x^2 - 1)) for x >= 1 (NaN below): log1p(t + sqrt(2t + t^2)) on t = x - 1, and log(2x) for huge
+        x."""
+        x = self._math_in()
+        huge = x > 1e9
+        t = huge.where(0.0, x - 1)
+        small = (t + (2 * t + t * t).sqrt()).log1p()
+        out = huge.where(x.maximum(1).log() + math.log(2), small)
+        return self._math_out((x < 1).where(math.nan, out))
+
+    def atanh(self) -> Tensor:
+        """0.5 * log((1 + x) / (1 - x)) on (-1, 1): 0.5 * log1p(2x / (1 - x)); +-inf at +-1, NaN outside."""
+        x = self._math_in()
+        return self._math_out(0.5 * (2 * x / (1 - x)).log1p())
+
+    def log10(self) -> Tensor:
+        """The base-10 logarithm: log2(x) * log10(2)."""
+        return self._math_out(self._math_in().log2() * math.log10(2))
+
+    def log1p(self) -> Tensor:
+        """log(1 + x), precise for small x: 2 atanh(s) on s = x / (2 + x) as a series where |x| < 0.5, else log."""
+        x = self._math_in()
+        near = x.abs() < 0.5
+        s = near.where(x, 0.0)
+        s = s / (2 + s)
+        s2, series = s * s, 0.0
+        for k in (13, 11, 9, 7, 5, 3):
+            series = (series + 1 / k) * s2
+        far = near.where(1.0, 1 + x).log()  # (no log of 0 or less in the branch that is not taken)
+        return self._math_out(near.where(2 * s * (1 + series), far))
+
+    def expm1(self) -> Tensor:
+        """exp(x) - 1, precise for small x: the Taylor series where |x| < 0.5, else exp(x) - 1."""
+        x = self._math_in()
+        near = x.abs() < 0.5
+        s = near.where(x, 0.0)
+        series = 0.0
+        for k in range(10, 1, -1):  # x (1 + x/2 (1 + x/3 (...)))
+            series = s * (1 / k) * (1 + series)
+        return self._math_out(near.where(s * (1 + series), near.where(0.0, x).exp() - 1))
+
+    def copysign(self, x: Any) -> Tensor:
+        """|self| with the sign of x (its sign bit: -0.0 and -NaN count as negative); floats (ints made float32)."""
+        a, b = self._broadcasted(x)
+        if not dtypes.is_float(a.dtype):
+            a, b = a.float(), b.float()
+        mag = a.abs()
+        return b._sign_bit().where(-mag, mag)
+
+    def _sign_bit(self) -> Tensor:
+        # the sign bit of a float, through the signed int of its size
+        signed = {1: dtypes.int8, 2: dtypes.int16, 4: dtypes.int32, 8: dtypes.int64}[self.dtype.itemsize]
+        return self.bitcast(signed) < 0
+
+    def logaddexp(self, x: Any) -> Tensor:
+        """log(exp(self) + exp(x)), stably: max + log1p(exp(-|self - x|)) (floats; ints made float32)."""
+        a, b = self._broadcasted(x)
+        if not dtypes.is_float(a.dtype):
+            a, b = a.float(), b.float()
+        m = a.maximum(b)
+        out = m + (-(a - b).abs()).exp().log1p()
+        return (m.isinf().logical_and(a == b)).where(m, out)  # (inf - inf is NaN: equal infinities are themselves)
+
+    # *** conversions ***
+    def bool(self) -> Tensor: return self.cast(dtypes.bool)
+    def half(self) -> Tensor: return self.cast(dtypes.float16)
+    def bfloat16(self) -> Tensor: return self.cast(dtypes.bfloat16)
+    def double(self) -> Tensor: return self.cast(dtypes.float64)
+    def long(self) -> Tensor: return self.cast(dtypes.int64)
+    def short(self) -> Tensor: return self.cast(dtypes.int16)
+    def char(self) -> Tensor: return self.cast(dtypes.int8)
+    def byte(self) -> Tensor: return self.cast(dtypes.uint8)
+
+    def bitcast(self, dtype: DType | str) -> Tensor:
+        """The same bits read as `dtype` (`Tensor([1.0]).bitcast(dtypes.int32)` -> [1065353216]). A dtype of another
+        size regroups the last dim, little-endian, as torch's `view(dtype)`: uint8 of shape (..., 4n) read as int32 has
+        shape (..., n), and back."""
+        dt = to_dtype(dtype)
+        assert dt is not None
+        if dt == self.dtype:
+            return self
+        if dt.itemsize == self.dtype.itemsize:
+            return Tensor(self.uop.bitcast(dt))
+        return self._bitcast_resize(dt)
+
+    def _bitcast_resize(self, dt: DType) -> Tensor:
+        # little-endian: the narrow words of a wide one are its low bits first. Through unsigned ints of each size
+        unsigned = {1: dtypes.uint8, 2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}
+        src_size, dst_size = self.dtype.itemsize, dt.itemsize
+        if self.ndim == 0:
+            raise ValueError(f"bitcast: a 0-d tensor cannot change its item size ({self.dtype!r} to {dt!r})")
+        x = self if self.dtype == unsigned[src_size] else self.bitcast(unsigned[src_size])
+        if dst_size > src_size:
+            k = dst_size // src_size
+            if x.shape[-1] % k:
+                raise ValueError(f"bitcast: the last dim ({x.shape[-1]}) must be a multiple of {k} to read "
+                                 f"{self.dtype!r} as {dt!r}")
+            parts = x.reshape(*x.shape[:-1], x.shape[-1] // k, k).cast(unsigned[dst_size])
+            shifts = Tensor([8 * src_size * i for i in range(k)], x.device, unsigned[dst_size])
+            wide = (parts << shifts).sum(-1).cast(unsigned[dst_size])  # (disjoint bits: the sum is an or)
+        else:
+            k = src_size // dst_size
+            shifts = Tensor([8 * dst_size * i for i in range(k)], x.device, unsigned[src_size])
+            narrow = ((x.unsqueeze(-1) >> shifts) & dtypes.max(unsigned[dst_size])).cast(unsigned[dst_size])
+            wide = narrow.reshape(*x.shape[:-1], x.shape[-1] * k)
+        return wide if dt == wide.dtype else wide.bitcast(dt)
 
     def erf(self) -> Tensor:
         """The error function, by Abramowitz & Stegun 7.1.26 (absolute error below 1.5e-7)."""
@@ -215,11 +447,12 @@ class TensorElementwiseMixin(ElementwiseMixin):
         return self + (end - self) * weight
 
     def clip(self, min_: Any = None, max_: Any = None) -> Tensor:
-        """x limited to [min_, max_] (either may be None). `Tensor([-2, 5]).clip(0, 3)` -> [0, 3]."""
+        """x limited to [min_, max_] (either may be None; NaN stays NaN). `Tensor([-2, 5]).clip(0, 3)` -> [0, 3]. The
+        gradient flows where min_ <= x <= max_, bounds included, as torch.clamp."""
         if min_ is None and max_ is None:
             raise ValueError("clip: at least one of min_ and max_ must be given")
-        out = self if min_ is None else self.maximum(min_)
-        return out if max_ is None else out.minimum(max_)
+        out = self if min_ is None else (self < min_).where(min_, self)
+        return out if max_ is None else (out > max_).where(max_, out)
 
     clamp = clip
 
@@ -258,11 +491,26 @@ class TensorElementwiseMixin(ElementwiseMixin):
         """True where x is NaN."""
         return self != self if dtypes.is_float(self.dtype) else Tensor.full(self.shape, False, dtypes.bool, self.device)
 
-    def isinf(self) -> Tensor:
-        """True where x is +inf or -inf."""
-        if not dtypes.is_float(self.dtype):
+    def isinf(self, detect_positive: bool = True, detect_negative: bool = True) -> Tensor:
+        """True where x is +inf (if detect_positive) or -inf (if detect_negative)."""
+        if not dtypes.is_float(self.dtype) or not (detect_positive or detect_negative):
             return Tensor.full(self.shape, False, dtypes.bool, self.device)
+        if not detect_negative:
+            return self == math.inf
+        if not detect_positive:
+            return self == -math.inf
         return (self == math.inf).logical_or(self == -math.inf)
+
+    def isclose(self, other: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
+        """True where |self - other| <= atol + rtol * |other| (as torch.isclose): equal values (infinities too) are
+        close, NaN is close to NaN only with `equal_nan`."""
+        a, b = self._broadcasted(other)
+        same = a == b
+        if not dtypes.is_float(a.dtype):
+            a, b = a.float(), b.float()
+        near = (a - b).abs() <= atol + rtol * b.abs()
+        out = same.logical_or(near.logical_and(a.isfinite()).logical_and(b.isfinite()))
+        return out.logical_or(a.isnan().logical_and(b.isnan())) if equal_nan else out
 
     def isfinite(self) -> Tensor:
         """True where x is neither NaN nor infinite."""

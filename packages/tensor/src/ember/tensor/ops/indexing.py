@@ -1,13 +1,14 @@
-"""Indexing Tensors: numpy's getitem (ints, slices, None, ..., int and bool tensors), setitem, gather, one_hot and
-masked_fill."""
+"""Indexing Tensors: numpy's getitem (ints, slices, None, ..., int and bool tensors, nested lists and tuples), setitem,
+gather, scatter/scatter_reduce, index_select, masked_select, nonzero, one_hot and masked_fill."""
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ember.tensor.ops.args import normalize_axis
+from ember.tensor.ops.args import IndexRangeError, normalize_axis
 from ember.uops import Ops, broadcast_shape, dtypes
 
 if TYPE_CHECKING:  # at run time ember.tensor.tensor binds Tensor here: it is the class built on this mixin
@@ -20,8 +21,13 @@ def _as_index(k: Any, device: str) -> Any:
         raise IndexError(f"a bool scalar is not a supported index (got {k!r}); use a bool Tensor mask")
     if isinstance(k, (int, np.integer)):
         return int(k)
-    if isinstance(k, (list, np.ndarray)):
-        return Tensor(np.asarray(k), device)
+    if isinstance(k, (list, tuple, np.ndarray)):  # (a tuple inside the index is a list of indices, as in torch)
+        arr = np.asarray(k)
+        if arr.dtype == object:
+            raise IndexError(f"unsupported index {k!r}: a ragged or mixed nested list")
+        if arr.size == 0:
+            arr = arr.astype(np.int64)
+        return Tensor(arr, device)
     if isinstance(k, Tensor) and k.device != device:
         raise ValueError(f"index tensor is on {k.device}, the tensor on {device}")
     return k
@@ -53,14 +59,16 @@ def _unindex_dim(x: Tensor, dim: int, k: int | slice, size: int) -> Tensor:
 
 def _check_index_bounds(index: Tensor, size: int, dim: int, low: int | None = None, what: str = "") -> None:
     """IndexError for an int index tensor with a value outside [low, size), low = -size by default (numpy's negative
-    indices; gather takes none). It reads the index values: a sync."""
+    indices; gather takes none: there it is an IndexRangeError, also the RuntimeError of torch). It reads the index
+    values: a sync."""
     if not dtypes.is_int(index.dtype) or index.numel() == 0:
         return
     values = index.numpy()
     lo, hi = int(values.min()), int(values.max())
     if lo < (-size if low is None else low) or hi >= size:
         bad = hi if hi >= size else lo
-        raise IndexError(f"{what}index {bad} is out of range for dim {dim} of size {size}")
+        error = IndexRangeError if what else IndexError
+        raise error(f"{what}index {bad} is out of range for dim {dim} of size {size} (index out of bounds)")
 
 
 def _is_mask(k: Any) -> bool:
@@ -256,6 +264,10 @@ class IndexingMixin:
         d = normalize_axis(dim, self.ndim, "gather")[0]
         if not isinstance(index, Tensor) or not dtypes.is_int(index.dtype):
             raise TypeError(f"gather: index must be an int Tensor, got {getattr(index, 'dtype', type(index))!r}")
+        if self.ndim == 0 or index.ndim == 0:  # 0-d: as 1-d of one element (torch takes a 0-d self or index)
+            if self.ndim > 1 or index.ndim > 1:
+                raise ValueError(f"gather: index shape {index.shape} does not fit self shape {self.shape}")
+            return self.reshape(-1).gather(0, index.reshape(-1)).reshape(index.shape)
         if index.ndim != self.ndim or any(i > s for j, (i, s) in enumerate(zip(index.shape, self.shape)) if j != d):
             raise ValueError(f"gather: index shape {index.shape} does not fit self shape {self.shape} outside dim {d}")
         size = self.shape[d]
@@ -266,6 +278,122 @@ class IndexingMixin:
         hit = index.cast(dtypes.int32).unsqueeze(-1) == Tensor.arange(size, device=self.device)
         zero = Tensor(False if self.dtype == dtypes.bool else 0, self.device, self.dtype)
         return hit.where(x, zero).sum(-1).cast(self.dtype)
+
+    def _scatter_check(self, op: str, dim: int, index: Tensor, src: Any) -> tuple[int, Tensor]:
+        # (dim, src as a tensor of index's shape in self's dtype), with torch's checks
+        d = normalize_axis(dim, max(self.ndim, 1), op)[0]
+        if not isinstance(index, Tensor) or not dtypes.is_int(index.dtype):
+            raise TypeError(f"{op}: index must be an int Tensor, got {getattr(index, 'dtype', type(index))!r}")
+        if index.ndim != self.ndim or any(i > s for j, (i, s) in enumerate(zip(index.shape, self.shape)) if j != d):
+            raise RuntimeError(f"{op}: index shape {index.shape} does not fit self shape {self.shape} outside dim {d}")
+        if not isinstance(src, Tensor):
+            src = Tensor.full(index.shape, src, self.dtype, self.device)
+        if src.ndim != index.ndim or any(i > s for i, s in zip(index.shape, src.shape)):
+            raise RuntimeError(f"{op}: index shape {index.shape} is larger than src shape {src.shape}")
+        _check_index_bounds(index, self.shape[d] if self.ndim else 1, d, low=0, what=f"{op}: ")
+        return d, src.shrink([(0, i) for i in index.shape]).cast(self.dtype)
+
+    def _scatter_hits(self, d: int, index: Tensor, values: Tensor) -> tuple[Tensor, Tensor]:
+        # hit[..., k]: index (along d) points at position k of self; values broadcast with a new last dim of size k
+        size = self.shape[d]
+        hit = index.cast(dtypes.int32).unsqueeze(-1) == Tensor.arange(size, device=self.device)
+        return hit, values.unsqueeze(-1).expand(hit.shape)
+
+    def _scatter_place(self, d: int, reduced: Tensor) -> Tensor:
+        # a result over index's positions with dim d reduced away and positions k last -> self's shape (zeros outside)
+        out = reduced.unsqueeze(d).transpose(d, -1).squeeze(-1)
+        return out.pad([(0, s - o) for s, o in zip(self.shape, out.shape)])
+
+    def scatter(self, dim: int, index: Tensor, src: Tensor | float | int, reduce: str | None = None) -> Tensor:
+        """self with self[..., index[i], ...] = src[i] along `dim` (torch.scatter; the last of repeated indices wins).
+        `src` may be a scalar; `reduce="add"` or `"multiply"` combines with self instead (scatter_reduce's sum/prod)."""
+        if reduce is not None:
+            if reduce not in ("add", "multiply"):
+                raise ValueError(f"scatter: reduce must be 'add' or 'multiply', got {reduce!r}")
+            return self.scatter_reduce(dim, index, src, "sum" if reduce == "add" else "prod")
+        if self.ndim == 0:
+            return self.reshape(1).scatter(0, index.reshape(-1), src if not isinstance(src, Tensor) else
+                                           src.reshape(-1)).reshape(())
+        d, src = self._scatter_check("scatter", dim, index, src)
+        hit, vals = self._scatter_hits(d, index, src)
+        ramp = Tensor.arange(index.shape[d], device=self.device).reshape(
+            [index.shape[d] if i == d else 1 for i in range(index.ndim)] + [1])
+        last = hit.where(ramp, -1).max(d, keepdim=True)  # the last i along d that points at k
+        pick = hit.logical_and(ramp == last)
+        zero = Tensor(False if self.dtype == dtypes.bool else 0, self.device, self.dtype)
+        placed = self._scatter_place(d, pick.where(vals, zero).sum(d).cast(self.dtype))
+        mask = self._scatter_place(d, hit.any(d))
+        return mask.where(placed, self)
+
+    def scatter_reduce(self, dim: int, index: Tensor, src: Tensor | float | int, reduce: str,
+                       include_self: bool = True) -> Tensor:
+        """self with src combined into it at `index` along `dim` by `reduce`: "sum", "prod", "mean", "amax" or "amin"
+        (torch.scatter_reduce); `include_self=False` leaves self's own values out where something lands."""
+        if reduce not in ("sum", "prod", "mean", "amax", "amin"):
+            raise RuntimeError(f"scatter_reduce: reduce argument must be either sum, prod, mean, amax or amin, got "
+                               f"{reduce!r}")
+        if self.ndim == 0:
+            return self.reshape(1).scatter_reduce(0, index.reshape(-1), src if not isinstance(src, Tensor) else
+                                                  src.reshape(-1), reduce, include_self).reshape(())
+        d, src = self._scatter_check("scatter_reduce", dim, index, src)
+        hit, vals = self._scatter_hits(d, index, src)
+        mask = self._scatter_place(d, hit.any(d))
+        dt = self.dtype
+        if reduce in ("sum", "mean"):
+            zero = Tensor(False if dt == dtypes.bool else 0, self.device, dt)
+            total = self._scatter_place(d, hit.where(vals, zero).sum(d).cast(dt))
+            if reduce == "sum":
+                return mask.where(total + self if include_self else total, self)
+            count = self._scatter_place(d, hit.sum(d))
+            count = count + 1 if include_self else count
+            total = total + self if include_self else total
+            mean = total / count if dtypes.is_float(dt) else total // count.maximum(1)
+            return mask.where(mean.cast(dt), self)
+        if reduce == "prod":
+            got = self._scatter_place(d, hit.where(vals, Tensor(1, self.device, dt)).prod(d).cast(dt))
+            return mask.where(got * self if include_self else got, self)
+        if dtypes.is_float(dt):
+            fill = -math.inf if reduce == "amax" else math.inf
+        else:
+            fill = dtypes.min(dt) if reduce == "amax" else dtypes.max(dt)
+        picked = hit.where(vals, Tensor(fill, self.device, dt))
+        got = self._scatter_place(d, picked.max(d) if reduce == "amax" else picked.min(d))
+        if include_self:
+            got = got.maximum(self) if reduce == "amax" else got.minimum(self)
+        return mask.where(got, self)
+
+    def index_select(self, dim: int, index: Tensor) -> Tensor:
+        """The entries of self at `index` (a 1-d int tensor) along `dim`: `x.index_select(0, Tensor([2, 0]))`."""
+        d = normalize_axis(dim, max(self.ndim, 1), "index_select")[0]
+        if not isinstance(index, Tensor) or not dtypes.is_int(index.dtype):
+            raise TypeError(f"index_select: index must be an int Tensor, got "
+                            f"{getattr(index, 'dtype', type(index))!r}")
+        if index.ndim > 1:
+            raise IndexError(f"index_select: index must be 0-d or 1-d, got shape {index.shape}")
+        if self.ndim == 0:
+            return self.reshape(1).index_select(0, index).reshape(index.shape)
+        _check_index_bounds(index, self.shape[d], d, low=0, what="index_select: ")
+        return self[(slice(None),) * d + (index.reshape(-1),)]
+
+    def masked_select(self, mask: Tensor) -> Tensor:
+        """The elements of self where `mask` (broadcast) is True, as a 1-d tensor; reads the mask (a sync)."""
+        if not isinstance(mask, Tensor) or mask.dtype != dtypes.bool:
+            raise RuntimeError(f"masked_select: expected a bool mask, got {getattr(mask, 'dtype', type(mask))!r}")
+        shape = broadcast_shape(self.shape, mask.shape)
+        x, m = self.expand(shape), mask.expand(shape)
+        if not shape:
+            x, m = x.reshape(1), m.reshape(1)
+        return x[m]
+
+    def nonzero(self, as_tuple: bool = False) -> Any:
+        """The indices (int64) of the nonzero elements, one row each (shape (n, ndim)), or with `as_tuple` one 1-d
+        tensor per dim; reads the tensor (a sync)."""
+        values = self.numpy() if self.dtype.name != "bfloat16" else self.float().numpy()
+        where = np.nonzero(np.atleast_1d(values))
+        if as_tuple:
+            return tuple(Tensor(w.astype(np.int64), self.device) for w in where)
+        rows = np.stack(where, -1).astype(np.int64) if self.ndim else np.zeros((int(values != 0), 0), np.int64)
+        return Tensor(rows.reshape(-1, self.ndim), self.device)
 
     def one_hot(self, num_classes: int = -1) -> Tensor:
         """int64 one-hot vectors along a new last dim (num_classes=-1: max + 1, which realizes the tensor)."""

@@ -1,12 +1,12 @@
 """Movement ops on Tensor: views that change shape, order or extent (reshape, permute, expand, pad, shrink, flip and
-the forms built on them: squeeze, flatten, repeat, cat, stack, split, tril, roll...)."""
+the forms built on them: squeeze, flatten, repeat, cat, stack, split, tril, roll, diagonal, unfold, meshgrid...)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ember.tensor.ops.args import normalize_axis, shape_args
+from ember.tensor.ops.args import ShapeError, normalize_axis, shape_args
 from ember.uops import Ops, dtypes, least_upper_dtype, prod
 
 if TYPE_CHECKING:  # at run time ember.tensor.tensor binds Tensor here: it is the class built on this mixin
@@ -19,14 +19,27 @@ class MovementMixin:
     __slots__ = ()
 
     def reshape(self, *shape: Any) -> Tensor:
-        new = list(shape_args(shape))
+        """The same elements in `shape` (row-major): one dim may be -1 (inferred), and None keeps that dim of self:
+        `x.reshape(None, -1)` keeps dim 0 and flattens the rest."""
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        new = [self.shape[i] if s is None and i < self.ndim else s for i, s in enumerate(shape)]
+        if any(s is None for s in new):
+            raise ValueError(f"reshape: None keeps a dim of self, which has only {self.ndim} dims: {tuple(shape)}")
+        new = list(shape_args(new))
         if new.count(-1) > 1:
             raise ValueError(f"reshape: only one dim can be -1, got {tuple(new)}")
+        if any(s < -1 for s in new):
+            raise ValueError(f"reshape: invalid shape dimension {min(new)} in {tuple(new)}")
         if -1 in new:
             known = int(prod([s for s in new if s != -1]))
             if known == 0 or self.numel() % known:
-                raise ValueError(f"reshape: cannot view shape {self.shape} as {tuple(new)}: sizes do not divide")
+                raise ShapeError(f"reshape: cannot view shape {self.shape} as {tuple(new)}: shape is invalid for input "
+                                 f"of size {self.numel()}")
             new[new.index(-1)] = self.numel() // known
+        if int(prod(new)) != self.numel():
+            raise ShapeError(f"reshape: cannot view shape {self.shape} as {tuple(new)}: shape is invalid for input of "
+                             f"size {self.numel()}")
         return Tensor(self.uop.reshape(tuple(new)))
 
     def permute(self, *order: Any) -> Tensor:
@@ -35,8 +48,11 @@ class MovementMixin:
                                        order_t))
 
     def transpose(self, a: int = 1, b: int = 0) -> Tensor:
+        """Swap dims a and b."""
         order = list(range(self.ndim))
         a, b = normalize_axis(a, self.ndim, "transpose")[0], normalize_axis(b, self.ndim, "transpose")[0]
+        if a == b:
+            return self
         order[a], order[b] = order[b], order[a]
         return self.permute(order)
 
@@ -55,8 +71,8 @@ class MovementMixin:
         """Pad each dim by (before, after): `padding` is one pair (or None) per dim from the first, or torch's flat
         form (left, right, top, bottom, ...) from the last dim. Negative amounts cut. `mode`: "constant" (with
         `value`), "reflect" (mirror, edge not repeated) or "replicate" (repeat the edge)."""
-        if mode not in ("constant", "reflect", "replicate"):
-            raise ValueError(f"pad: mode must be 'constant', 'reflect' or 'replicate', got {mode!r}")
+        if mode not in ("constant", "reflect", "replicate", "circular"):
+            raise ValueError(f"pad: mode must be 'constant', 'reflect', 'replicate' or 'circular', got {mode!r}")
         padding = tuple(padding)
         if all(isinstance(p, int) for p in padding):
             if len(padding) % 2 or len(padding) // 2 > self.ndim:
@@ -66,6 +82,8 @@ class MovementMixin:
         if len(padding) != self.ndim:
             raise ValueError(f"pad: padding {padding} must have one (before, after) pair per dim ({self.ndim})")
         pairs_t = tuple((0, 0) if p is None else (int(p[0]), int(p[1])) for p in padding)
+        if mode == "circular":
+            return self._pad_circular(pairs_t)
         # negative amounts shrink first, the rest pads
         x = self.shrink([(max(0, -b), s - max(0, -a)) for (b, a), s in zip(pairs_t, self.shape)])
         pos = tuple((max(0, b), max(0, a)) for b, a in pairs_t)
@@ -75,7 +93,25 @@ class MovementMixin:
         if value == 0:
             return out
         mask = Tensor(Tensor.full(x.shape, True, dtypes.bool, x.device).uop.pad(pos))
-        return mask.where(out, value)
+        return mask.where(out, Tensor(value, x.device, x.dtype))  # the fill in the tensor's dtype, as torch
+
+    def _pad_circular(self, pairs: tuple[tuple[int, int], ...]) -> Tensor:
+        # out[i] = x[(i - before) mod n] along each dim: a window of the dim repeated enough times
+        x = self
+        for d, (before, after) in enumerate(pairs):
+            n, total = x.shape[d], x.shape[d] + before + after
+            if not before and not after:
+                continue
+            if total < 0:
+                raise ValueError(f"pad: circular padding {(before, after)} of dim {d} (size {n}) leaves a negative "
+                                 "size")
+            if n == 0:
+                raise ValueError(f"pad: circular padding needs a non-empty dim {d}")
+            start = (-before) % n
+            copies = -(-(start + total) // n)
+            reps = [copies if i == d else 1 for i in range(x.ndim)]
+            x = x.repeat(reps).shrink([(start, start + total) if i == d else None for i in range(x.ndim)])
+        return x
 
     def _pad_mode(self, padding: tuple[tuple[int, int], ...], mode: str) -> Tensor:
         x = self
@@ -103,6 +139,110 @@ class MovementMixin:
                     [after if i == d else s for i, s in enumerate(part.shape)]))
             x = parts[0].cat(*parts[1:], dim=d)
         return x
+
+    def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+        """The diagonal of dims dim1 and dim2 (above it for offset > 0, below for < 0) as a new last dim, the other dims
+        kept in order (as torch): a view made of pads and reshapes, with a gradient."""
+        if self.ndim < 2:
+            raise RuntimeError(f"diagonal: needs at least 2 dims, got shape {self.shape}")
+        a, b = normalize_axis(dim1, self.ndim, "diagonal")[0], normalize_axis(dim2, self.ndim, "diagonal")[0]
+        if a == b:
+            raise RuntimeError(f"diagonal: dimensions cannot be identical {dim1}, {dim2}")
+        x = self.permute([i for i in range(self.ndim) if i not in (a, b)] + [a, b])
+        rows, cols = x.shape[-2:]
+        length = max(0, min(rows, cols - offset) if offset >= 0 else min(rows + offset, cols))
+        r0, c0 = (0, offset) if offset >= 0 else (-offset, 0)
+        lead = x.shape[:-2]
+        if length == 0:
+            return x.shrink([None] * len(lead) + [(0, 0), (0, 1)]).reshape(*lead, 0)
+        x = x.shrink([None] * len(lead) + [(r0, r0 + length), (c0, c0 + length)]).reshape(*lead, length * length)
+        # the diagonal of an L x L block is every (L + 1)-th element: pad to L * (L + 1) and read column 0
+        x = x.pad([None] * len(lead) + [(0, length)]).reshape(*lead, length, length + 1)
+        return x.shrink([None] * len(lead) + [None, (0, 1)]).reshape(*lead, length)
+
+    def diag(self, diagonal: int = 0) -> Tensor:
+        """A 1-d tensor as the diagonal of a square matrix (above the main one for diagonal > 0, below for < 0); of a
+        2-d tensor, its diagonal (as torch.diag)."""
+        if self.ndim == 2:
+            return self.diagonal(diagonal)
+        if self.ndim != 1:
+            raise RuntimeError(f"diag: expected a 1-d or 2-d tensor, got shape {self.shape}")
+        n = self.shape[0]
+        # the inverse of diagonal's reshapes: each element followed by n zeros, cut to n x n
+        x = self.reshape(n, 1).pad(((0, 0), (0, n))).reshape(n * (n + 1))
+        x = x.shrink(((0, n * n),)).reshape(n, n)
+        k = abs(diagonal)
+        return x.pad(((0, k), (k, 0)) if diagonal >= 0 else ((k, 0), (0, k)))
+
+    def unfold(self, dimension: int, size: int, step: int) -> Tensor:
+        """Every window of `size` elements along `dimension`, `step` apart, as a new last dim (torch.Tensor.unfold):
+        shape (..., n_windows, ..., size), n_windows = (n - size) // step + 1."""
+        d = normalize_axis(dimension, max(self.ndim, 1), "unfold")[0]
+        x = self.reshape(1) if self.ndim == 0 else self
+        n = x.shape[d]
+        if not isinstance(size, int) or size < 0 or size > n:
+            raise RuntimeError(f"unfold: maximum size for tensor at dimension {d} is {n} but size is {size}")
+        if not isinstance(step, int) or step <= 0:
+            raise RuntimeError(f"unfold: step is {step} but must be > 0")
+        x = x.transpose(d, -1)
+        lead, full = x.shape[:-1], n - size + 1
+        if size == 0:
+            windows = Tensor.zeros(*lead, 0, full, dtype=x.dtype, device=x.device)
+        else:
+            # out[s, w] = x[s + w]: x repeated, read with rows of n + 1 (each row starts one element later)
+            copies = -(-size * (n + 1) // n)
+            flat = x.unsqueeze(-2).expand(*lead, copies, n).reshape(*lead, copies * n)
+            windows = flat.shrink([None] * len(lead) + [(0, size * (n + 1))]).reshape(*lead, size, n + 1)
+            windows = windows.shrink([None] * len(lead) + [None, (0, full)])
+        windows = windows[(..., slice(None, None, step))] if step > 1 else windows  # [..., s, w]
+        out = windows.transpose(-1, -2)  # [..., w, s]
+        if self.ndim == 0:
+            return out.reshape(size)
+        return out.transpose(d, -2)
+
+    def repeat_interleave(self, repeats: int | Sequence[int] | Tensor, dim: int | None = None) -> Tensor:
+        """Each element repeated `repeats` times along `dim` (the flattened tensor for None): `[1, 2]` -> `[1, 1, 2,
+        2]`. Per-element repeats (a list or int tensor) are read on the host: the result's size depends on them."""
+        x = self.flatten() if dim is None else self
+        d = 0 if dim is None else normalize_axis(dim, self.ndim, "repeat_interleave")[0]
+        if isinstance(repeats, int):
+            if repeats < 0:
+                raise RuntimeError(f"repeat_interleave: repeats can not be negative, got {repeats}")
+            x = x.unsqueeze(d + 1)
+            x = x.expand([repeats if i == d + 1 else s for i, s in enumerate(x.shape)])
+            return x.flatten(d, d + 1)
+        counts = [int(r) for r in (repeats.numpy().reshape(-1) if isinstance(repeats, Tensor) else repeats)]
+        if len(counts) == 1:
+            return self.repeat_interleave(counts[0], dim)
+        if len(counts) != x.shape[d] or any(r < 0 for r in counts):
+            raise RuntimeError(f"repeat_interleave: repeats {counts} must be non-negative, one per element of dim {d} "
+                               f"(size {x.shape[d]})")
+        index = Tensor([i for i, r in enumerate(counts) for _ in range(r)], x.device, dtypes.int32)
+        return x.index_select(d, index)
+
+    def meshgrid(self: Any, *args: Tensor, indexing: str = "ij") -> tuple[Tensor, ...]:
+        """Coordinate grids of 1-d tensors: `Tensor.meshgrid(x, y)` (or of a tuple of them) gives two tensors of shape
+        (len(x), len(y)); `indexing="xy"` swaps the first two dims (numpy's default)."""
+        tensors = tuple(self) + args if isinstance(self, (tuple, list)) else (self, *args)
+        if indexing not in ("ij", "xy"):
+            raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
+        for i, t in enumerate(tensors):
+            if not isinstance(t, Tensor) or t.ndim > 1:
+                raise RuntimeError(f"meshgrid: expects 0-d or 1-d tensors, argument {i} is "
+                                   f"{getattr(t, 'shape', type(t).__name__)}")
+        flat = [t.reshape(-1) for t in tensors]
+        shape = [t.shape[0] for t in flat]
+        if indexing == "xy" and len(flat) >= 2:
+            shape[0], shape[1] = shape[1], shape[0]
+        out = []
+        for i, t in enumerate(flat):
+            at = (1 - i if i < 2 else i) if indexing == "xy" and len(flat) >= 2 else i
+            out.append(t.reshape([s if j == at else 1 for j, s in enumerate(shape)]).expand(shape))
+        return tuple(out)
+
+    def clone(self) -> Tensor:
+        """A copy with its own storage: later writes to either do not reach the other."""
+        return self.contiguous()
 
     def shrink(self, bounds: Sequence[tuple[int, int] | None]) -> Tensor:
         bounds = tuple((0, s) if b is None else (int(b[0]), int(b[1])) for b, s in zip(bounds, self.shape))
@@ -169,8 +309,13 @@ class MovementMixin:
         x = x.expand([d for r, s in zip(reps, shape) for d in (r, s)])
         return x.reshape([r * s for r, s in zip(reps, shape)])
 
-    def cat(self, *args: Tensor, dim: int = 0) -> Tensor:
-        """Join tensors along an existing dim: `a.cat(b, c, dim=1)` (all dims but `dim` must match)."""
+    def cat(self: Any, *args: Tensor, dim: int = 0) -> Tensor:
+        """Join tensors along an existing dim: `a.cat(b, c, dim=1)` or `Tensor.cat([a, b, c], dim=1)` (all dims but
+        `dim` must match)."""
+        if isinstance(self, (tuple, list)):
+            if not self:
+                raise ValueError("cat: expected a non-empty list of Tensors")
+            return self[0].cat(*self[1:], *args, dim=dim)
         tensors = (self, *args)
         for i, t in enumerate(tensors):
             if not isinstance(t, Tensor):
@@ -193,8 +338,13 @@ class MovementMixin:
         assert out is not None
         return out
 
-    def stack(self, *args: Tensor, dim: int = 0) -> Tensor:
-        """Join same-shape tensors along a new dim: `a.stack(b, dim=0)` -> shape (2, *a.shape)."""
+    def stack(self: Any, *args: Tensor, dim: int = 0) -> Tensor:
+        """Join same-shape tensors along a new dim: `a.stack(b, dim=0)` or `Tensor.stack((a, b))` -> shape
+        (2, *a.shape)."""
+        if isinstance(self, (tuple, list)):
+            if not self:
+                raise ValueError("stack: expected a non-empty list of Tensors")
+            return self[0].stack(*self[1:], *args, dim=dim)
         for i, t in enumerate(args):
             if not isinstance(t, Tensor):
                 raise TypeError(f"stack: argument {i + 1} is a {type(t).__name__}, not a Tensor")

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ember.tensor.ops.args import shape_args
+from ember.tensor.ops.args import shape_args, to_dtype
 from ember.uops import DType, dtypes, prod
 
 if TYPE_CHECKING:  # at run time ember.tensor.tensor binds Tensor here: it is the class built on this mixin
@@ -81,57 +81,58 @@ class RandomMixin:
         return x0.cat(x1)[:n]
 
     @staticmethod
-    def rand(*shape: Any, dtype: DType | None = None, device: str | None = None) -> Tensor:
+    def rand(*shape: Any, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
         """Uniform random numbers in [0, 1) (24 random bits each), from the stream set by manual_seed."""
         shape_t = _random_shape(shape, "rand")
-        dt = dtype or dtypes.float32
+        dt = to_dtype(dtype) or dtypes.float32
         if not dtypes.is_float(dt):
             raise TypeError(f"rand: dtype must be a float type, got {dt!r}")
         bits = Tensor._random_bits(int(prod(shape_t)), device)
         return ((bits >> 8).cast(dtypes.float32) * (1 / (1 << 24))).reshape(shape_t).cast(dt)
 
     @staticmethod
-    def randn(*shape: Any, dtype: DType | None = None, device: str | None = None) -> Tensor:
+    def randn(*shape: Any, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
         """Standard normal random numbers (Box-Muller on two uniforms)."""
         shape_t = _random_shape(shape, "randn")
         u = Tensor.rand(2, *shape_t, device=device)
         u1, u2 = u[0], u[1]
         out = (-2 * (1 - u1).log()).sqrt() * (2 * math.pi * u2).cos()
-        return out.cast(dtype or dtypes.float32)
+        return out.cast(to_dtype(dtype) or dtypes.float32)
 
     @staticmethod
-    def randint(*shape: Any, low: int = 0, high: int = 10, dtype: DType | None = None,
+    def randint(*shape: Any, low: int = 0, high: int = 10, dtype: DType | str | None = None,
                 device: str | None = None) -> Tensor:
         """Uniform random ints in [low, high)."""
         if not isinstance(low, int) or not isinstance(high, int) or low >= high:
             raise ValueError(f"randint: need ints low < high, got low={low!r} high={high!r}")
-        dt = dtype or dtypes.int32
+        dt = to_dtype(dtype) or dtypes.int32
         if not dtypes.is_int(dt):
             raise TypeError(f"randint: dtype must be an int type, got {dt!r}")
         u = Tensor.rand(*shape, dtype=dtypes.float64, device=device)
         return ((u * (high - low)).floor() + low).cast(dt).minimum(high - 1)
 
     @staticmethod
-    def uniform(*shape: Any, low: float = 0.0, high: float = 1.0, dtype: DType | None = None,
+    def uniform(*shape: Any, low: float = 0.0, high: float = 1.0, dtype: DType | str | None = None,
                 device: str | None = None) -> Tensor:
         """Uniform random numbers in [low, high)."""
-        return (Tensor.rand(*shape, device=device) * (high - low) + low).cast(dtype or dtypes.float32)
+        return (Tensor.rand(*shape, device=device) * (high - low) + low).cast(to_dtype(dtype) or dtypes.float32)
 
     @staticmethod
-    def normal(*shape: Any, mean: float = 0.0, std: float = 1.0, dtype: DType | None = None,
+    def normal(*shape: Any, mean: float = 0.0, std: float = 1.0, dtype: DType | str | None = None,
                device: str | None = None) -> Tensor:
         """Normal random numbers of the given mean and std."""
-        return (Tensor.randn(*shape, device=device) * std + mean).cast(dtype or dtypes.float32)
+        return (Tensor.randn(*shape, device=device) * std + mean).cast(to_dtype(dtype) or dtypes.float32)
 
     @staticmethod
-    def kaiming_uniform(*shape: Any, a: float = 0.01, dtype: DType | None = None, device: str | None = None) -> Tensor:
+    def kaiming_uniform(*shape: Any, a: float = 0.01, dtype: DType | str | None = None,
+                        device: str | None = None) -> Tensor:
         """He-uniform init: U(-b, b) with b = sqrt(3) * sqrt(2 / (1 + a^2)) / sqrt(fan_in), fan_in = prod(shape[1:])."""
         shape_t = _random_shape(shape, "kaiming_uniform")
         bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a**2)) / math.sqrt(max(1, int(prod(shape_t[1:]))))
         return Tensor.uniform(*shape_t, low=-bound, high=bound, dtype=dtype, device=device)
 
     @staticmethod
-    def glorot_uniform(*shape: Any, dtype: DType | None = None, device: str | None = None) -> Tensor:
+    def glorot_uniform(*shape: Any, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
         """Xavier-uniform init: U(-b, b) with b = sqrt(6 / (fan_in + fan_out)) (fan_in = shape[0], as tinygrad)."""
         shape_t = _random_shape(shape, "glorot_uniform")
         fans = shape_t[0] + int(prod(shape_t[1:])) if shape_t else 1

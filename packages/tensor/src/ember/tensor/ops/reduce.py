@@ -1,5 +1,6 @@
 """Reductions on Tensor: sum, max, min, mean, prod, var/std, any/all, argmax/argmin, logsumexp, the running
-cumsum/cumprod/cummax, and matmul (a broadcast multiply reduced over k)."""
+cumsum/cumprod/cummax/cummin/logcumsumexp, sort/argsort/topk (ranks by comparison), and matmul/dot/einsum (a broadcast
+multiply reduced over the contracted dims)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from ember.tensor.ops.args import normalize_axis
-from ember.uops import DType, Ops, dtypes, prod, sum_acc_dtype
+from ember.tensor.ops.args import ShapeError, normalize_axis, to_dtype
+from ember.uops import DType, Ops, dtypes, least_upper_dtype, prod, sum_acc_dtype
 
 if TYPE_CHECKING:  # at run time ember.tensor.tensor binds Tensor here: it is the class built on this mixin
     from ember.tensor.tensor import Tensor
@@ -31,7 +32,12 @@ class ReduceMixin:
         out = Tensor(self.uop.reduce_axis(op, axes)) if axes else self
         return out if keepdim else out.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
 
-    def sum(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+    def sum(self, axis: int | Sequence[int] | None = None, keepdim: bool = False,
+            dtype: DType | str | None = None) -> Tensor:
+        """The sum over `axis` (all by default); bool and ints accumulate in 64 bits, as torch. `dtype`: the input is
+        cast to it first and the result has it (`x.sum(dtype=dtypes.int8)` wraps)."""
+        if (dt := to_dtype(dtype)) is not None:
+            return self.cast(dt).sum(axis, keepdim).cast(dt)
         return self.cast(sum_acc_dtype(self.dtype))._reduce(Ops.ADD, axis, keepdim)
 
     def _nonempty(self, op: str, axis: int | Sequence[int] | None) -> None:
@@ -49,9 +55,8 @@ class ReduceMixin:
         self._nonempty("min", axis)
         if self.dtype == dtypes.bool:
             return self.logical_not().max(axis, keepdim).logical_not()
-        if dtypes.is_unsigned(self.dtype):
-            top = dtypes.max(self.dtype)
-            return (top - (top - self).max(axis, keepdim)).cast(self.dtype)
+        if dtypes.is_unsigned(self.dtype):  # ~x = max - x reverses the order, with no wrap
+            return ~((~self).max(axis, keepdim))
         return -((-self).max(axis, keepdim))
 
     def mean(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
@@ -60,8 +65,12 @@ class ReduceMixin:
         out = self.float_().sum(axis, keepdim)
         return out * (1 / count) if count else out * float("nan")
 
-    def prod(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
-        """The product over `axis` (all by default); bool and ints accumulate in int64, as torch."""
+    def prod(self, axis: int | Sequence[int] | None = None, keepdim: bool = False,
+             dtype: DType | str | None = None) -> Tensor:
+        """The product over `axis` (all by default); bool and ints accumulate in int64, as torch. `dtype`: the input is
+        cast to it first and the result has it."""
+        if (dt := to_dtype(dtype)) is not None:
+            return self.cast(dt).prod(axis, keepdim).cast(dt)
         return self.cast(_int64_acc(self.dtype))._reduce(Ops.MUL, axis, keepdim)
 
     def var(self, axis: int | Sequence[int] | None = None, keepdim: bool = False,
@@ -156,25 +165,108 @@ class ReduceMixin:
         out = reduce(keep.where(x.unsqueeze(-2), Tensor(identity, self.device, x.dtype))).cast(x.dtype)
         return out.transpose(ax, -1)
 
-    def cummax(self, axis: int = 0) -> Tensor:
-        """The running max along `axis` (values only)."""
+    def cummax(self, axis: int = 0) -> tuple[Tensor, Tensor]:
+        """(values, indices): the running max along `axis` and where it was found (the last position of a tie, as
+        torch): `Tensor([1, 3, 2]).cummax(0)` -> ([1, 3, 3], [0, 1, 1])."""
+        return self._cum_extreme(axis, "cummax")
+
+    def cummin(self, axis: int = 0) -> tuple[Tensor, Tensor]:
+        """(values, indices): the running min along `axis` and where it was found (the last position of a tie)."""
+        return self._cum_extreme(axis, "cummin")
+
+    def _cum_extreme(self, axis: int, op: str) -> tuple[Tensor, Tensor]:
         if self.ndim == 0:
-            return self
-        ax = normalize_axis(axis, self.ndim, "cummax")[0]
+            normalize_axis(axis, 0, op)
+            return self, Tensor(0, self.device, dtypes.int64)
+        ax = normalize_axis(axis, self.ndim, op)[0]
         x = self.transpose(ax, -1)
         n = x.shape[-1]
         ramp = Tensor.arange(n, device=self.device)
-        keep = ramp.reshape(1, n) <= ramp.reshape(n, 1)
-        low = -math.inf if dtypes.is_float(self.dtype) else dtypes.min(self.dtype)
-        return keep.where(x.unsqueeze(-2), Tensor(low, self.device, x.dtype)).max(-1).transpose(ax, -1)
+        keep = ramp.reshape(1, n) <= ramp.reshape(n, 1)  # [i, j]: j <= i
+        if op == "cummax":
+            low = -math.inf if dtypes.is_float(self.dtype) else dtypes.min(self.dtype)
+            values = keep.where(x.unsqueeze(-2), Tensor(low, self.device, x.dtype)).max(-1)
+        else:
+            high = math.inf if dtypes.is_float(self.dtype) else dtypes.max(self.dtype)
+            values = keep.where(x.unsqueeze(-2), Tensor(high, self.device, x.dtype)).min(-1)
+        hit = keep.logical_and(x.unsqueeze(-2) == values.unsqueeze(-1))
+        indices = hit.where(ramp.reshape(1, n), -1).max(-1).cast(dtypes.int64)
+        return values.transpose(ax, -1), indices.transpose(ax, -1)
 
-    def matmul(self, w: Tensor) -> Tensor:
+    def logcumsumexp(self, axis: int = 0) -> Tensor:
+        """log(cumsum(exp(x))) along `axis`, each prefix computed stably around its own max."""
+        if self.ndim == 0:
+            normalize_axis(axis, 0, "logcumsumexp")
+            return self.float_()
+        ax = normalize_axis(axis, self.ndim, "logcumsumexp")[0]
+        x = self.float_().transpose(ax, -1)
+        n = x.shape[-1]
+        ramp = Tensor.arange(n, device=self.device)
+        keep = ramp.reshape(1, n) <= ramp.reshape(n, 1)
+        return keep.where(x.unsqueeze(-2), -math.inf).logsumexp(-1).transpose(ax, -1)
+
+    # *** sorting: the rank of each element by comparison with every other along the dim (n^2 work, one kernel) ***
+    def sort(self, dim: int = -1, descending: bool = False) -> tuple[Tensor, Tensor]:
+        """(values, indices) sorted along `dim`; ties keep their order (stable), NaN sorts as the largest (as torch):
+        `Tensor([3, 1, 2]).sort()` -> ([1, 2, 3], [1, 2, 0])."""
+        if self.ndim == 0:
+            normalize_axis(dim, 0, "sort")
+            return self, Tensor(0, self.device, dtypes.int64)
+        ax = normalize_axis(dim, self.ndim, "sort")[0]
+        x = self.transpose(ax, -1)
+        n = x.shape[-1]
+        xi, xj = x.unsqueeze(-1), x.unsqueeze(-2)  # [..., i, j]
+        if self.dtype == dtypes.bool:
+            xi, xj = xi.cast(dtypes.int8), xj.cast(dtypes.int8)
+        first = xj > xi if descending else xj < xi
+        same = xj == xi
+        if dtypes.is_float(self.dtype):  # NaN above every number, and equal to itself
+            ni, nj = xi.isnan(), xj.isnan()
+            first = first.logical_or((nj if descending else ni).logical_and((ni if descending else nj).logical_not()))
+            same = same.logical_or(ni.logical_and(nj))
+        ramp = Tensor.arange(n, device=self.device)
+        before = first.logical_or(same.logical_and(ramp.reshape(1, n) < ramp.reshape(n, 1)))
+        rank = before.cast(dtypes.int32).sum(-1).cast(dtypes.int32)  # [..., i]: where element i goes
+        at = rank.unsqueeze(-2) == ramp.reshape(n, 1)  # [..., r, i]: element i lands at r
+        zero = Tensor(False if self.dtype == dtypes.bool else 0, self.device, self.dtype)
+        values = at.where(x.unsqueeze(-2), zero).sum(-1).cast(self.dtype)
+        indices = at.where(ramp.reshape(1, n), 0).sum(-1).cast(dtypes.int64)
+        return values.transpose(ax, -1), indices.transpose(ax, -1)
+
+    def argsort(self, dim: int = -1, descending: bool = False) -> Tensor:
+        """The indices (int64) that sort the tensor along `dim`."""
+        return self.sort(dim, descending)[1]
+
+    def topk(self, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> tuple[Tensor, Tensor]:  # noqa: A002
+        """(values, indices) of the k largest (or smallest) elements along `dim`, in sorted order."""
+        ax = normalize_axis(dim, self.ndim, "topk")[0] if self.ndim else normalize_axis(dim, 0, "topk")[0]
+        size = self.shape[ax] if self.ndim else 1
+        if not isinstance(k, int) or not 0 <= k <= size:
+            raise RuntimeError(f"topk: k ({k!r}) is out of range for dim {ax} of size {size} (selected index k out of "
+                               "range)")
+        values, indices = self.sort(dim, descending=largest)
+        if self.ndim == 0:
+            return values, indices
+        bounds = [(0, k) if i == ax else (0, s) for i, s in enumerate(self.shape)]
+        return values.shrink(bounds), indices.shrink(bounds)
+
+    def matmul(self, w: Tensor, reverse: bool = False, dtype: DType | str | None = None) -> Tensor:
+        """The matrix product self @ w (w @ self when `reverse`) with numpy's rules: 1-d operands are vectors, leading
+        dims broadcast. `dtype`: the operands are cast to it first (an accumulation dtype)."""
+        if reverse:
+            return (w if isinstance(w, Tensor) else Tensor(w, self.device)).matmul(self, dtype=dtype)
+        if not isinstance(w, Tensor):
+            w = Tensor(w, self.device)
+        if (dt := to_dtype(dtype)) is not None:
+            return self.cast(dt).matmul(w.cast(dt))
         if self.ndim == 0 or w.ndim == 0:
-            raise ValueError(f"matmul: both operands need at least 1 dim, got {self.shape} and {w.shape}")
+            raise ShapeError(f"matmul: both arguments to matmul need to be at least 1D, got {self.shape} and "
+                             f"{w.shape}")
         x = self.reshape(1, self.shape[0]) if self.ndim == 1 else self
         y = w.reshape(w.shape[0], 1) if w.ndim == 1 else w
         if x.shape[-1] != y.shape[-2]:
-            raise ValueError(f"matmul: shapes {self.shape} and {w.shape} do not align: {x.shape[-1]} != {y.shape[-2]}")
+            raise ShapeError(f"matmul: shapes {self.shape} and {w.shape} do not align: {x.shape[-1]} != "
+                             f"{y.shape[-2]} (cannot be multiplied)")
         # (..., n, k) x (..., k, m): broadcast-multiply over (..., n, m, k) and reduce the last axis
         prod_ = x.reshape(*x.shape[:-1], 1, x.shape[-1]) * y.transpose(-1, -2).reshape(
             *y.shape[:-2], 1, y.shape[-1], y.shape[-2])
@@ -187,3 +279,65 @@ class ReduceMixin:
 
     def __matmul__(self, w: Tensor) -> Tensor:
         return self.matmul(w)
+
+    def __rmatmul__(self, w: Tensor) -> Tensor:
+        return self.matmul(w, reverse=True)
+
+    def dot(self, w: Tensor, dtype: DType | str | None = None) -> Tensor:
+        """The matrix product self @ w (as tinygrad's dot; for two 1-d tensors, their inner product as torch.dot)."""
+        return self.matmul(w, dtype=dtype)
+
+    @staticmethod
+    def einsum(formula: str, *operands: Tensor | Sequence[Tensor], dtype: DType | str | None = None) -> Tensor:
+        """Einstein summation: `Tensor.einsum("ij,jk->ik", a, b)` is a @ b. Repeated letters in one operand take its
+        diagonal, `...` stands for broadcast dims, and without `->` the output is the letters used once, sorted."""
+        ops: list[Tensor] = list(operands[0]) if len(operands) == 1 and isinstance(operands[0], (list, tuple)) \
+            else list(operands)  # type: ignore[arg-type]
+        formula = formula.replace(" ", "")
+        lhs, arrow, out = formula.partition("->")
+        inputs = lhs.split(",")
+        if len(inputs) != len(ops):
+            raise ValueError(f"einsum: the formula {formula!r} has {len(inputs)} operands, {len(ops)} were given")
+        letters = {c for c in formula if c.isalpha()}
+        # ... is a run of fresh letters, right-aligned across operands
+        free = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz" if c not in letters]
+        ell_dims = [t.ndim - len(s.replace("...", "")) if "..." in s else 0 for s, t in zip(inputs, ops)]
+        ell = "".join(free[:max(ell_dims, default=0)])
+        inputs = [s.replace("...", ell[len(ell) - n:] if n else "") for s, n in zip(inputs, ell_dims)]
+        if not arrow:
+            counts = "".join(inputs)
+            out = ell + "".join(sorted(c for c in set(counts) if counts.count(c) == 1 and c not in ell))
+        out = out.replace("...", ell)
+        sizes: dict[str, int] = {}
+        prepared = []
+        for i, (spec, t) in enumerate(zip(inputs, ops)):
+            if not isinstance(t, Tensor):
+                raise TypeError(f"einsum: operand {i} is a {type(t).__name__}, not a Tensor")
+            if len(spec) != t.ndim:
+                raise ValueError(f"einsum: operand {i} has {t.ndim} dims, its subscripts {spec!r} name {len(spec)}")
+            while len(set(spec)) != len(spec):  # a letter twice: the diagonal of those dims
+                c = next(c for c in spec if spec.count(c) > 1)
+                a, b = spec.index(c), spec.index(c, spec.index(c) + 1)
+                t = t.diagonal(0, a, b)
+                spec = spec[:a] + spec[a + 1:b] + spec[b + 1:] + c
+            for c, n in zip(spec, t.shape):
+                if n != 1 and sizes.setdefault(c, n) != n:
+                    raise ShapeError(f"einsum: subscript {c!r} has size {n} in operand {i} and {sizes[c]} elsewhere")
+                sizes.setdefault(c, n)
+            prepared.append((spec, t))
+        for c in out:
+            if c not in sizes:
+                raise ValueError(f"einsum: output subscript {c!r} does not appear in the inputs")
+        order = sorted(sizes)  # every letter, one dim each: multiply the operands broadcast over all of them
+        dt = to_dtype(dtype) or least_upper_dtype(*(t.dtype for t in ops))
+        acc: Tensor | None = None
+        for spec, t in prepared:
+            t = t.cast(dt).permute(sorted(range(len(spec)), key=lambda d: spec[d]))
+            t = t.reshape([t.shape[sorted(spec).index(c)] if c in spec else 1 for c in order])
+            acc = t if acc is None else acc * t
+        assert acc is not None
+        acc = acc.expand([sizes[c] for c in order])
+        summed = [i for i, c in enumerate(order) if c not in out]
+        res = (acc.sum(summed) if summed else acc).cast(dt)
+        kept = [c for c in order if c in out]
+        return res.permute([kept.index(c) for c in out]) if kept else res
