@@ -574,7 +574,32 @@ INT_CASES = [
     ("v_cvt_pk_u16_u32 v1, v2, v3", lambda a, b, c: (a & 0xFFFF) | ((b & 0xFFFF) << 16)),
     ("v_dot2_u32_u16 v1, v2, v3, v4", lambda a, b, c: ((a & 0xFFFF) * (b & 0xFFFF) + _HI16(a) * _HI16(b) + c) & M32),
     ("v_cvt_f32_ubyte1_e32 v1, v2", lambda a, b, c: _u(((a >> 8) & 0xFF).astype(np.float32).view(np.uint32))),
+    ("v_sad_u8 v1, v2, v3, v4", lambda a, b, c: (_bytes(a, b).sum(axis=1) + c) & M32),
+    ("v_sad_hi_u8 v1, v2, v3, v4", lambda a, b, c: ((_bytes(a, b).sum(axis=1) << 16) + c) & M32),
+    ("v_msad_u8 v1, v2, v3, v4", lambda a, b, c: (np.where(_fields(b, 8) == 0, 0, _bytes(a, b)).sum(axis=1) + c) & M32),
+    ("v_sad_u16 v1, v2, v3, v4", lambda a, b, c: (np.abs(_fields(a, 16) - _fields(b, 16)).sum(axis=1) + c) & M32),
+    ("v_lerp_u8 v1, v2, v3, v4", lambda a, b, c: (((_fields(a, 8) + _fields(b, 8) + (_fields(c, 8) & 1)) >> 1)
+                                                    << np.array([0, 8, 16, 24])).sum(axis=1)),
+    ("v_sat_pk_u8_i16_e32 v1, v2", lambda a, b, c: np.clip(_sfields(a, 16), 0, 255) @ np.array([1, 256])),
+    ("v_dot2c_i32_i16_e32 v1, v2, v3", lambda a, b, c: (_sfields(a, 16) * _sfields(b, 16)).sum(axis=1) & M32),
+    ("v_dot4c_i32_i8_e32 v1, v2, v3", lambda a, b, c: (_sfields(a, 8) * _sfields(b, 8)).sum(axis=1) & M32),
+    ("v_dot8c_i32_i4_e32 v1, v2, v3", lambda a, b, c: (_sfields(a, 4) * _sfields(b, 4)).sum(axis=1) & M32),
+    ("v_dot8_u32_u4 v1, v2, v3, v4", lambda a, b, c: ((_fields(a, 4) * _fields(b, 4)).sum(axis=1) + c) & M32),
+    ("v_dot2_i32_i16 v1, v2, v3, v4", lambda a, b, c: ((_sfields(a, 16) * _sfields(b, 16)).sum(axis=1) + c) & M32),
 ]
+
+
+def _fields(x: np.ndarray, bits: int) -> np.ndarray:
+    return np.stack([(x >> (bits * i)) & ((1 << bits) - 1) for i in range(32 // bits)], axis=1)
+
+
+def _sfields(x: np.ndarray, bits: int) -> np.ndarray:
+    f = _fields(x, bits)
+    return np.where(f >= 1 << (bits - 1), f - (1 << bits), f)
+
+
+def _bytes(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.abs(_fields(a, 8) - _fields(b, 8))
 
 
 @pytest.mark.parametrize("asm,ref", INT_CASES, ids=[c[0].split()[0] for c in INT_CASES])
@@ -670,3 +695,40 @@ def test_scalar_calls_and_relative_moves() -> None:
              "s_cmov_b32 s15, 9"], s={8: 0, 9: 42, 10: 77, 13: 1})
     assert w.s[6] == 5  # the "function" at the swappc target ran and returned
     assert w.s[7] == 77 and w.s[14] == 42 and w.s[13] == 0b1001 and w.s[15] == 9
+
+
+def test_mixed_precision_fma_and_packed_fmac() -> None:
+    x = rng.standard_normal(64).astype(np.float32)
+    h = rng.standard_normal(64).astype(np.float16)
+    hh = h.view(np.uint16).astype(np.uint32) << 16  # the f16 in the high half
+    w = run(["v_fma_mix_f32 v1, v2, v3, v2 op_sel:[0,1,0] op_sel_hi:[0,1,0]",
+             "v_fma_mixlo_f16 v4, v2, v3, v2 op_sel:[0,1,0] op_sel_hi:[0,1,0]",
+             "v_fma_mixhi_f16 v5, -v2, v3, |v2| op_sel:[0,1,0] op_sel_hi:[0,1,0]",
+             "v_pk_fmac_f16 v6, v7, v7"], v={2: x, 3: hh, 4: 0xABCD0000, 5: 0x1234, 6: 0x3C003C00, 7: 0x40004400})
+    exact = x.astype(np.float64) * h.astype(np.float64) + x.astype(np.float64)
+    np.testing.assert_array_equal(f32(w, 1), exact.astype(np.float32))
+    np.testing.assert_array_equal(w.v[4] & 0xFFFF, exact.astype(np.float16).view(np.uint16))
+    assert (w.v[4] >> 16 == 0xABCD).all() and (w.v[5] & 0xFFFF == 0x1234).all()
+    np.testing.assert_array_equal((w.v[5] >> 16).astype(np.uint16),
+                                  (-x.astype(np.float64) * h + np.abs(x)).astype(np.float16).view(np.uint16))
+    assert (w.v[6] == (np.float16(1 + 16).view(np.uint16).astype(np.uint32) | np.uint32(
+        np.float16(1 + 4).view(np.uint16)) << 16)).all()  # lo: 1 + 4*4, hi: 1 + 2*2
+
+
+def test_more_lds_and_memory_atomics() -> None:
+    mem = SparseMemory()
+    buf = mem.alloc(64)
+    mem.write_array(buf, np.array([0xFF00FF00, 5, 0, 0, 7, 0], np.uint32))
+    w = run(["ds_write_b32 v0, v1", "ds_mskor_rtn_b32 v2, v0, v3, v4", "ds_read_b32 v5, v0",
+             "ds_add_rtn_f64 v[6:7], v0, v[8:9] offset:16", "ds_read_u16_d16_hi v10, v0",
+             "s_atomic_add s4, s[0:1], 4 glc", "s_atomic_cmpswap_x2 s[12:15], s[0:1], 16 glc",
+             "s_mov_b32 s11, 0x20000", "s_mov_b32 s10, 8", "s_mov_b64 s[8:9], s[0:1]",
+             "v_lshlrev_b32_e32 v11, 2, v12", "buffer_atomic_add v13, v11, s[8:11], 0 offen sc0"],
+            s={0: buf, 1: buf >> 32, 4: 10, 12: 99, 13: 0, 14: 7, 15: 0}, mem=mem, lds=64, exec_mask=1,
+            v={0: 0, 1: 0x12345678, 3: 0x0000FFFF, 4: 0x00000042, 8: 0, 9: np.float64(2.5).view(np.uint64) >> 32,
+               10: 0x1111, 12: LANE, 13: 1})
+    assert w.v[2][0] == 0x12345678 and w.v[5][0] == 0x12340042
+    assert w.lds[16:24].view(np.float64)[0] == 2.5 and w.v[10][0] == 0x00421111
+    assert w.s[4] == 5 and mem.read_array(buf + 4, np.uint32, 1)[0] == 15
+    assert w.s[12:14] == [7, 0] and mem.read_array(buf + 16, np.uint64, 1)[0] == 99
+    assert w.v[13][0] == 0xFF00FF00 and mem.read_array(buf, np.uint32, 1)[0] == 0xFF00FF01

@@ -233,6 +233,58 @@ def perm_b32(s0: np.ndarray, s1: np.ndarray, sel: np.ndarray) -> np.ndarray:
     return out
 
 
+def lanes_of(x: np.ndarray, bits: int, signed: bool) -> np.ndarray:
+    """The `32 // bits` packed fields of uint32 values as int64 columns (low field first)."""
+    x = np.asarray(x).astype(np.int64) & 0xFFFFFFFF
+    n = 32 // bits
+    fields = np.stack([(x >> (bits * i)) & ((1 << bits) - 1) for i in range(n)], axis=-1)
+    return np.where(fields >= (1 << (bits - 1)), fields - (1 << bits), fields) if signed else fields
+
+
+def dot(bits: int, signed: bool) -> Callable[..., np.ndarray]:
+    """v_dot*: the packed fields of a and b multiplied pairwise and summed, plus c (32-bit wrap)."""
+    def fn(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+        acc = (lanes_of(a, bits, signed) * lanes_of(b, bits, signed)).sum(axis=-1) + np.asarray(c).astype(np.int64)
+        return (acc & 0xFFFFFFFF).astype(U32)
+    return fn
+
+
+def dot2_f16(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """v_dot2(c)_f32_f16: two f16 products summed into an f32 accumulator, rounded once."""
+    ah = lanes_of(a, 16, False).astype(np.uint16).view(np.float16).astype(F64)
+    bh = lanes_of(b, 16, False).astype(np.uint16).view(np.float16).astype(F64)
+    return ((ah * bh).sum(axis=-1) + np.asarray(c).astype(F64)).astype(F32)
+
+
+def sad(bits: int, masked: bool = False, shift: int = 0) -> Callable[..., np.ndarray]:
+    """v_sad_u8/u16 (sum of absolute differences of packed fields), v_msad_u8 (fields where b is 0 skipped),
+    v_sad_hi_u8 (the sum shifted into the high half), plus c."""
+    def fn(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+        fa, fb = lanes_of(a, bits, False), lanes_of(b, bits, False)
+        diff = np.abs(fa - fb)
+        if masked:
+            diff = np.where(fb == 0, 0, diff)
+        return (((diff.sum(axis=-1) << shift) + np.asarray(c).astype(np.int64)) & 0xFFFFFFFF).astype(U32)
+    return fn
+
+
+def lerp_u8(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    avg = (lanes_of(a, 8, False) + lanes_of(b, 8, False) + (lanes_of(c, 8, False) & 1)) >> 1
+    return (avg << np.array([0, 8, 16, 24])).sum(axis=-1).astype(U32)
+
+
+def norm16(x: np.ndarray, signed: bool) -> np.ndarray:
+    """f16 -> snorm16 / unorm16 (clamped, rounded to nearest even; NaN -> 0)."""
+    lo, scale = (-1.0, 32767.0) if signed else (0.0, 65535.0)
+    v = np.rint(np.clip(np.nan_to_num(x.astype(F64), nan=0.0), lo, 1.0) * scale).astype(np.int64)
+    return (v & 0xFFFF).astype(U32)
+
+
+def sat_pk_u8_i16(a: np.ndarray) -> np.ndarray:
+    f = np.clip(lanes_of(a, 16, True), 0, 255)
+    return (f[..., 0] | (f[..., 1] << 8)).astype(U32)
+
+
 def _sext(x: np.ndarray, bits: int) -> np.ndarray:
     x = x.astype(np.int64) & ((1 << bits) - 1)
     return np.where(x >= (1 << (bits - 1)), x - (1 << bits), x)
@@ -318,6 +370,18 @@ VOPS: dict[str, VOp] = {
     "v_cvt_pk_i16_i32": VOp(("i32", "i32"), "u32", lambda a, b: (np.clip(a, -32768, 32767).astype(U32) & U32(0xFFFF))
                             | (np.clip(b, -32768, 32767).astype(U32) << U32(16)), False),
     "v_sad_u32": _u(lambda a, b, c: np.where(a > b, a - b, b - a) + c, 3),
+    "v_sad_u8": _u(sad(8), 3), "v_sad_hi_u8": _u(sad(8, shift=16), 3), "v_sad_u16": _u(sad(16), 3),
+    "v_msad_u8": _u(sad(8, masked=True), 3), "v_lerp_u8": _u(lerp_u8, 3),
+    "v_sat_pk_u8_i16": _u(sat_pk_u8_i16, 1),
+    "v_dot2c_i32_i16": _u(dot(16, True), 3), "v_dot4c_i32_i8": _u(dot(8, True), 3),
+    "v_dot8c_i32_i4": _u(dot(4, True), 3),
+    "v_dot2c_f32_f16": VOp(("u32", "u32", "f32"), "f32", dot2_f16),
+    "v_cvt_norm_i16_f16": VOp(("f16",), "u32", lambda a: norm16(a, True), False),
+    "v_cvt_norm_u16_f16": VOp(("f16",), "u32", lambda a: norm16(a, False), False),
+    "v_cvt_pknorm_i16_f16": VOp(("f16", "f16"), "u32", lambda a, b: norm16(a, True) | (norm16(b, True) << U32(16)),
+                                False),
+    "v_cvt_pknorm_u16_f16": VOp(("f16", "f16"), "u32", lambda a, b: norm16(a, False) | (norm16(b, False) << U32(16)),
+                                False),
     # -------------------------------------------------------------- 64-bit integer
     "v_mov_b64": VOp(("u64",), "u64", lambda a: a, False),
     "v_lshlrev_b64": VOp(("u32", "u64"), "u64", lambda a, b: b << (a & U32(63)).astype(U64), False),

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ember.amd_runtime.mock.isa.atomics import atomic_fn
 from ember.amd_runtime.mock.isa.decode import Instruction
 from ember.amd_runtime.mock.isa.state import (
     BARRIER,
@@ -447,7 +448,47 @@ def _compile_smem(ins: Instruction) -> Fn:
             addr = ((w.s[sbase] | (w.s[sbase + 1] << 32)) + offset(w)) & M64 & ~3
             w.mem.write(addr, np.array(w.s[sdata:sdata + count], "<u4").tobytes())
         return store
+    if name.startswith("s_buffer_store_") and count:
+        def buffer_store(w: Wave) -> None:
+            base = w.s[sbase] | ((w.s[sbase + 1] & 0xFFFF) << 32)
+            off = offset(w) & ~3
+            for i in range(count):
+                if off + 4 * i < w.s[sbase + 2]:  # num_records bounds each dword
+                    w.mem.write(base + off + 4 * i, w.s[sdata + i].to_bytes(4, "little"))
+        return buffer_store
+    if name.startswith(("s_atomic_", "s_buffer_atomic_")):
+        return _compile_smem_atomic(ins, offset)
     raise NotImplementedError(f"{name} is decoded but not implemented (at {ins.addr:#x})")
+
+
+def _compile_smem_atomic(ins: Instruction, offset: Callable[[Wave], int]) -> Fn:
+    """s_atomic_* (64-bit address in an SGPR pair) and s_buffer_atomic_* (buffer resource): data in sdata (a pair for
+    _x2; cmpswap takes {new, compare}); the old value comes back in sdata when glc is set."""
+    name, f = ins.name, ins.fields
+    sbase, sdata, glc = f["sbase"], f["sdata"], bool(f["glc"])
+    wide = name.endswith("_x2")
+    op = name.split("atomic_", 1)[1].removesuffix("_x2")
+    fn = atomic_fn(op, wide)
+    nb, nregs = (8, 2) if wide else (4, 1)
+    buffer = name.startswith("s_buffer_")
+
+    def run(w: Wave) -> None:
+        if buffer:
+            addr = (w.s[sbase] | ((w.s[sbase + 1] & 0xFFFF) << 32)) + offset(w)
+            if offset(w) >= w.s[sbase + 2]:
+                return
+        else:
+            addr = ((w.s[sbase] | (w.s[sbase + 1] << 32)) + offset(w)) & M64
+        regs = w.s[sdata:sdata + 2 * nregs]
+        value = regs[0] | (regs[1] << 32 if wide else 0)
+        cmp = (regs[nregs] | (regs[nregs + 1] << 32 if wide else 0)) if op == "cmpswap" else 0
+        old = int(read_bytes(w, addr, nb).view("<u8" if wide else "<u4")[0])
+        w.mem.write(addr, fn(old, value, cmp).to_bytes(nb, "little"))
+        if glc:
+            w.s[sdata] = old & M32
+            if wide:
+                w.s[sdata + 1] = old >> 32
+    return run
 
 
 def compile_salu(ins: Instruction) -> Fn:

@@ -33,7 +33,8 @@ Fn = Callable[[Wave], None]
 Reader = Callable[[Wave], np.ndarray]
 U32, U64 = np.uint32, np.uint64
 _FLOAT = frozenset({"f32", "f64", "f16"})
-_MAC = frozenset({"v_fmac_f32", "v_fmac_f64", "v_mac_f16"})
+_MAC = frozenset({"v_fmac_f32", "v_fmac_f64", "v_mac_f16", "v_dot2c_f32_f16", "v_dot2c_i32_i16", "v_dot4c_i32_i8",
+                  "v_dot8c_i32_i4"})
 # gfx9's op_sel-capable 16-bit VOP3 ops write only their half of the destination; other 16-bit ops zero the high
 # half (LLVM's AMDGPUDAGToDAGISel::fp16SrcZerosHighBits relies on exactly this split for GFX9).
 _OPSEL_DST_OPS = frozenset({"v_fma_f16", "v_mad_f16", "v_mad_u16", "v_mad_i16", "v_div_fixup_f16"})
@@ -484,6 +485,25 @@ def _compile_accvgpr(ins: Instruction) -> Fn:
     return lambda w: write_vgpr(w, d, src(w), w.mask(), _full(w), agpr=True)
 
 
+def _compile_pk_fmac(ins: Instruction) -> Fn:
+    """v_pk_fmac_f16: both f16 halves of vdst += src0 * src1 (one rounding each)."""
+    opd = _Operands(ins)
+    if opd.sdwa or opd.dpp:
+        raise NotImplementedError(f"v_pk_fmac_f16 with SDWA/DPP at {ins.addr:#x}")
+    r0, r1 = raw_reader(opd.codes[0], "u32", ins.literal), raw_reader(opd.codes[1], "u32", None)
+    d = ins.fields["vdst"]
+
+    def halves(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return x.astype(np.uint16).view(np.float16), (x >> U32(16)).astype(np.uint16).view(np.float16)
+
+    def run(w: Wave) -> None:
+        (a0, a1), (b0, b1), (c0, c1) = halves(r0(w)), halves(r1(w)), halves(w.v[d])
+        lo, hi = ops.fma_f16(a0, b0, c0), ops.fma_f16(a1, b1, c1)
+        bits = lo.view(np.uint16).astype(U32) | (hi.view(np.uint16).astype(U32) << U32(16))
+        write_vgpr(w, d, np.broadcast_to(bits, (64,)), w.mask(), _full(w))
+    return run
+
+
 def _nop(ins: Instruction) -> Fn:
     return lambda w: None
 
@@ -495,6 +515,7 @@ _SPECIAL: dict[str, Callable[[Instruction], Fn]] = {
     "v_mad_u64_u32": _compile_mad64, "v_mad_i64_i32": _compile_mad64,
     "v_readfirstlane_b32": _compile_readlane, "v_readlane_b32": _compile_readlane,
     "v_writelane_b32": _compile_writelane, "v_swap_b32": _compile_swap, "v_accvgpr_mov_b32": _compile_accvgpr,
+    "v_pk_fmac_f16": _compile_pk_fmac,
     **{n: _compile_carry for n in ("v_add_co_u32", "v_sub_co_u32", "v_subrev_co_u32", "v_addc_co_u32",
                                    "v_subb_co_u32", "v_subbrev_co_u32")},
 }
@@ -580,36 +601,82 @@ def _compile_vop3p(ins: Instruction) -> Fn:
             write_vgpr(w, d, np.broadcast_to(lo, (64,)).astype(U32), m, full)
             write_vgpr(w, d + 1, np.broadcast_to(hi, (64,)).astype(U32), m, full)
         return run32
-    if name in ("v_dot2_f32_f16", "v_dot2_i32_i16", "v_dot2_u32_u16", "v_dot4_i32_i8", "v_dot4_u32_u8"):
+    if name in _DOTS:
         return _compile_dot(ins)
+    if name in ("v_fma_mix_f32", "v_fma_mixlo_f16", "v_fma_mixhi_f16"):
+        return _compile_fma_mix(ins)
     raise NotImplementedError(f"{name} is decoded but not implemented (at {ins.addr:#x})")
 
 
+_DOTS: dict[str, Callable[..., np.ndarray]] = {
+    "v_dot2_f32_f16": lambda a, b, c: ops.dot2_f16(a, b, c.view(np.float32)).view(U32),
+    "v_dot2_i32_i16": ops.dot(16, True), "v_dot2_u32_u16": ops.dot(16, False), "v_dot4_i32_i8": ops.dot(8, True),
+    "v_dot4_u32_u8": ops.dot(8, False), "v_dot8_i32_i4": ops.dot(4, True), "v_dot8_u32_u4": ops.dot(4, False),
+}
+
+
 def _compile_dot(ins: Instruction) -> Fn:
+    """VOP3P v_dot*: packed fields of src0 and src1 multiplied and summed into src2 (op_sel/neg not modelled)."""
     f = ins.fields
-    name = ins.name
-    ra, rb = raw_reader(f["src0"], "u32", None), raw_reader(f["src1"], "u32", None)
-    rc = raw_reader(f["src2"], "u32", None)
-    d = f["vdst"]
-    if f["clamp"]:
-        raise NotImplementedError(f"{name} with clamp at {ins.addr:#x}")
+    if f["clamp"] or f["opsel"] or f["neg"] or f["neg_hi"]:
+        raise NotImplementedError(f"{ins.name} with clamp/op_sel/neg modifiers at {ins.addr:#x}")
+    ra, rb, rc = (raw_reader(f[k], "u32", None) for k in ("src0", "src1", "src2"))
+    fn, d = _DOTS[ins.name], f["vdst"]
 
     def run(w: Wave) -> None:
-        a, b, c = ra(w), rb(w), rc(w)
-        if name == "v_dot2_f32_f16":
-            ah, bh = a.astype(U32).view(np.uint16).reshape(-1, 2), b.astype(U32).view(np.uint16).reshape(-1, 2)
-            prod = (ah.view(np.float16).astype(np.float64) * bh.view(np.float16).astype(np.float64)).sum(axis=1)
-            res = (prod + c.view(np.float32).astype(np.float64)).astype(np.float32).view(U32)
-        else:
-            dt = {"v_dot2_i32_i16": np.int16, "v_dot2_u32_u16": np.uint16, "v_dot4_i32_i8": np.int8,
-                  "v_dot4_u32_u8": np.uint8}[name]
-            k = 4 // np.dtype(dt).itemsize
-            av = np.ascontiguousarray(a, U32).view(dt).reshape(-1, k).astype(np.int64)
-            bv = np.ascontiguousarray(b, U32).view(dt).reshape(-1, k).astype(np.int64)
-            res = ((av * bv).sum(axis=1) + c.astype(np.int64 if dt in (np.uint16, np.uint8) else np.int32)
-                   ).astype(np.int64).astype(U32)
-        write_vgpr(w, d, np.broadcast_to(res, (64,)), w.mask(), _full(w))
+        res = np.broadcast_to(fn(ra(w), rb(w), rc(w)), (64,)).astype(U32)
+        write_vgpr(w, d, res, w.mask(), _full(w))
     return run
+
+
+def _compile_fma_mix(ins: Instruction) -> Fn:
+    """v_fma_mix_f32 / v_fma_mixlo_f16 / v_fma_mixhi_f16: fma of sources that are each f32 (op_sel_hi bit 0) or an
+    f16 half (op_sel_hi bit 1, op_sel picks the half); neg_hi acts as abs. Single rounding to f32 or f16."""
+    f = ins.fields
+    name = ins.name
+    raws = [raw_reader(f[k], "u32", None) for k in ("src0", "src1", "src2")]
+    opsel, opsel_hi, neg, absolute = f["opsel"], f["opsel_hi"], f["neg"], f["neg_hi"]
+    d, clamp = f["vdst"], f["clamp"]
+
+    def source(i: int, x: np.ndarray) -> np.ndarray:
+        if opsel_hi >> i & 1:
+            v = ((x >> U32(16)) if opsel >> i & 1 else x).astype(np.uint16).view(np.float16).astype(np.float64)
+        else:
+            v = x.view(np.float32).astype(np.float64)
+        if absolute >> i & 1:
+            v = np.abs(v)
+        return -v if neg >> i & 1 else v
+
+    def run(w: Wave) -> None:
+        a, b, c = (source(i, r(w)) for i, r in enumerate(raws))
+        if name == "v_fma_mix_f32":
+            res = _fma_to(a, b, c, np.float32)
+            if clamp:
+                res = np.clip(res, 0, 1).astype(np.float32)
+            bits = np.broadcast_to(res.view(U32), (64,))
+        else:
+            half = _fma_to(a, b, c, np.float16)
+            if clamp:
+                half = np.clip(half, 0, 1).astype(np.float16)
+            h = np.broadcast_to(half.view(np.uint16).astype(U32), (64,))
+            if name == "v_fma_mixlo_f16":
+                bits = (w.v[d] & U32(0xFFFF0000)) | h
+            else:
+                bits = (w.v[d] & U32(0xFFFF)) | (h << U32(16))
+        write_vgpr(w, d, bits, w.mask(), _full(w))
+    return run
+
+
+def _fma_to(a: np.ndarray, b: np.ndarray, c: np.ndarray, dtype: type) -> np.ndarray:
+    """fma of float64-held f32/f16 values rounded once to `dtype` (exact product; round-to-odd sum)."""
+    p = a * b  # exact: both factors have at most 24 significant bits
+    s = p + c
+    bb = s - p
+    err = (p - (s - bb)) + (c - bb)
+    fix = (err != 0) & np.isfinite(s) & ((s.view(U64) & U64(1)) == 0)
+    if fix.any():
+        s = np.where(fix, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
+    return s.astype(dtype)
 
 
 # ------------------------------------------------------------------------------------------------ MFMA

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ember.amd_runtime.mock.isa.atomics import atomic_fn
 from ember.amd_runtime.mock.isa.decode import Instruction
 from ember.amd_runtime.mock.isa.memory import MemoryFault
 from ember.amd_runtime.mock.isa.salu import read_bytes
@@ -94,42 +95,16 @@ def _rows_to_dwords(rows: np.ndarray, nbytes: int, sign: str) -> np.ndarray:
     return (val & M32).astype(U32)
 
 
-def _atomic_fn(op: str, wide: bool) -> Callable[[int, int, int], int]:
-    bits = 64 if wide else 32
-    mask = (1 << bits) - 1
-
-    def sgn(x: int) -> int:
-        return x - (1 << bits) if x >> (bits - 1) else x
-
-    def fbits(x: float) -> int:
-        return int(np.array([x], np.float64 if wide else np.float32).view(np.uint64 if wide else np.uint32)[0])
-
-    def fval(x: int) -> float:
-        return float(np.array([x], np.uint64 if wide else np.uint32).view(np.float64 if wide else np.float32)[0])
-
-    table: dict[str, Callable[[int, int, int], int]] = {
-        "swap": lambda old, v, c: v, "add": lambda old, v, c: (old + v) & mask,
-        "sub": lambda old, v, c: (old - v) & mask, "rsub": lambda old, v, c: (v - old) & mask,
-        "smin": lambda old, v, c: old if sgn(old) <= sgn(v) else v,
-        "smax": lambda old, v, c: old if sgn(old) >= sgn(v) else v,
-        "min_i32": lambda old, v, c: old if sgn(old) <= sgn(v) else v,
-        "max_i32": lambda old, v, c: old if sgn(old) >= sgn(v) else v,
-        "umin": lambda old, v, c: min(old, v), "umax": lambda old, v, c: max(old, v),
-        "min_u32": lambda old, v, c: min(old, v), "max_u32": lambda old, v, c: max(old, v),
-        "and": lambda old, v, c: old & v, "or": lambda old, v, c: old | v, "xor": lambda old, v, c: old ^ v,
-        "inc": lambda old, v, c: 0 if old >= v else old + 1,
-        "dec": lambda old, v, c: v if old == 0 or old > v else old - 1,
-        "cmpswap": lambda old, v, c: v if old == c else old,
-        "add_f32": lambda old, v, c: fbits(np.float32(fval(old)) + np.float32(fval(v))),
-        "add_f64": lambda old, v, c: fbits(fval(old) + fval(v)),
-        "min_f64": lambda old, v, c: fbits(min(fval(old), fval(v))),
-        "max_f64": lambda old, v, c: fbits(max(fval(old), fval(v))),
-        "min_f32": lambda old, v, c: fbits(min(fval(old), fval(v))),
-        "max_f32": lambda old, v, c: fbits(max(fval(old), fval(v))),
-    }
-    if op not in table:
-        raise NotImplementedError(f"atomic {op}")
-    return table[op]
+def _atomic_lanes(w: Wave, addrs: list[int], data: list[int], cmp: list[int] | None, fn: Callable[[int, int, int], int],
+                  nbytes: int) -> np.ndarray:
+    """Read-modify-write each lane's address in lane order; the values before each update (uint64)."""
+    old_vals = np.zeros(len(addrs), np.uint64)
+    fmt = "<u8" if nbytes == 8 else "<u4"
+    for i, a in enumerate(addrs):
+        old = int(read_bytes(w, a, nbytes).view(fmt)[0])
+        w.mem.write(a, fn(old, data[i], cmp[i] if cmp is not None else 0).to_bytes(nbytes, "little"))
+        old_vals[i] = old
+    return old_vals
 
 
 def _flat_like(ins: Instruction) -> Fn:
@@ -248,9 +223,7 @@ def _flat_like(ins: Instruction) -> Fn:
         name = op[len("atomic_"):]
         wide = name.endswith("_x2") or name in ("add_f64", "min_f64", "max_f64")
         base = name[:-3] if name.endswith("_x2") else name
-        if base in ("pk_add_f16", "pk_add_bf16"):
-            raise NotImplementedError(f"{ins.name} at {ins.addr:#x}")
-        fn = _atomic_fn(base, wide)
+        fn = atomic_fn(base, wide)
         nb = 8 if wide else 4
         ret = bool(f["sc0"])
         cmpswap = base == "cmpswap"
@@ -267,14 +240,9 @@ def _flat_like(ins: Instruction) -> Fn:
                 return v | (r[reg + 1, m].astype(np.uint64) << U64(32)) if wide else v
             data = reg_val(data_reg)
             cmp = reg_val(data_reg + (2 if wide else 1)) if cmpswap else None
-            old_vals = np.zeros(addrs.size, np.uint64)
-            for i, a in enumerate(addrs.tolist()):
-                if fmt == "FLAT" and SHARED_BASE <= a < SHARED_BASE + APERTURE_SIZE:
-                    raise NotImplementedError(f"{ins.name} on an LDS address at {ins.addr:#x}")
-                old = int(read_bytes(w, a, nb).view("<u8" if wide else "<u4")[0])
-                new = fn(old, int(data[i]), int(cmp[i]) if cmp is not None else 0)
-                w.mem.write(a, new.to_bytes(nb, "little"))
-                old_vals[i] = old
+            if fmt == "FLAT" and (apertures(addrs)[0].any() or apertures(addrs)[1].any()):
+                raise NotImplementedError(f"{ins.name} on an LDS or private address at {ins.addr:#x}")
+            old_vals = _atomic_lanes(w, addrs.tolist(), data.tolist(), None if cmp is None else cmp.tolist(), fn, nb)
             if ret:
                 r[vdst, m] = (old_vals & U64(M32)).astype(U32)
                 if wide:
@@ -388,7 +356,8 @@ def _ds_cross_lane(ins: Instruction) -> Fn:
     return permute
 
 
-_DS_ATOMIC32 = {"add_u32": "add", "sub_u32": "sub", "rsub_u32": "rsub", "inc_u32": "inc", "dec_u32": "dec",
+_DS_ATOMIC32 = {"mskor_b32": "mskor", "pk_add_f16": "pk_add_f16", "pk_add_bf16": "pk_add_bf16",
+                "add_u32": "add", "sub_u32": "sub", "rsub_u32": "rsub", "inc_u32": "inc", "dec_u32": "dec",
                 "min_i32": "smin", "max_i32": "smax", "min_u32": "umin", "max_u32": "umax", "and_b32": "and",
                 "or_b32": "or", "xor_b32": "xor", "wrxchg_b32": "swap", "add_f32": "add_f32",
                 "min_f32": "min_f32", "max_f32": "max_f32", "cmpst_b32": "cmpswap", "cmpst_f32": "cmpswap"}
@@ -439,6 +408,17 @@ def _compile_ds(ins: Instruction) -> Fn:
             else:
                 _lds_store(w, addrs, _to_rows([r[d0, m]], nbytes))
         return write
+    if op in ("read_u8_d16", "read_u8_d16_hi", "read_i8_d16", "read_i8_d16_hi", "read_u16_d16", "read_u16_d16_hi"):
+        nbytes, sign, hi = (1 if "8" in op else 2), ("s" if "_i8" in op else "u"), op.endswith("_hi")
+
+        def read_d16(w: Wave) -> None:
+            m = w.mask()
+            rows = _lds_rows(w, w.v[va][m].astype(np.int64) + off16, nbytes)
+            val = _rows_to_dwords(rows, nbytes, sign)[:, 0] & U32(0xFFFF)
+            r = regs(w)
+            old = r[vdst, m]
+            r[vdst, m] = (old & U32(0xFFFF)) | (val << U32(16)) if hi else (old & U32(0xFFFF0000)) | val
+        return read_d16
     if op in ("write_b8_d16_hi", "write_b16_d16_hi"):
         nbytes = 1 if "b8" in op else 2
 
@@ -479,11 +459,13 @@ def _compile_ds(ins: Instruction) -> Fn:
     key = op.replace("rtn_", "")
     wide = key.endswith(("_u64", "_i64", "_b64", "_f64"))
     key32 = key.replace("u64", "u32").replace("i64", "i32").replace("b64", "b32").replace("f64", "f32")
-    if key32 in _DS_ATOMIC32 and not (wide and key32 in ("add_f32", "min_f32", "max_f32")):
+    if key32 in _DS_ATOMIC32:
         atom = _DS_ATOMIC32[key32]
-        fn = _atomic_fn(atom, wide)
+        if wide and atom in ("add_f32", "min_f32", "max_f32"):
+            atom = atom.replace("f32", "f64")
+        fn = atomic_fn(atom, wide)
         nb = 8 if wide else 4
-        cmpswap = atom == "cmpswap"
+        cmpswap = atom in ("cmpswap", "mskor")  # both take data0 and data1
 
         def ds_atomic(w: Wave) -> None:
             m = w.mask()
@@ -565,6 +547,44 @@ def _compile_mubuf(ins: Instruction) -> Fn:
             for i in range(ndw):
                 r[vdata + i, m] = dw[:, i]
         return load
+    if op.startswith("load_") and op[5:] in _D16:
+        nbytes, sign, hi = _D16[op[5:]]
+
+        def load_d16(w: Wave) -> None:
+            m = w.mask()
+            addrs, ok = addresses(w, m)
+            rows = np.zeros((addrs.size, nbytes), np.uint8)
+            rows[ok] = gather(w, addrs[ok], nbytes)
+            val = _rows_to_dwords(rows, nbytes, sign)[:, 0] & U32(0xFFFF)
+            r = regs(w)
+            old = r[vdata, m]
+            r[vdata, m] = (old & U32(0xFFFF)) | (val << U32(16)) if hi else (old & U32(0xFFFF0000)) | val
+        return load_d16
+    if op.startswith("atomic_"):
+        name = op[len("atomic_"):]
+        wide = name.endswith("_x2") or name in ("add_f64", "min_f64", "max_f64")
+        base = name[:-3] if name.endswith("_x2") else name
+        fn = atomic_fn(base, wide)
+        nb, ret, cmpswap = 8 if wide else 4, bool(f["sc0"]), base == "cmpswap"
+
+        def atomic(w: Wave) -> None:
+            m = w.mask()
+            addrs, ok = addresses(w, m)
+            r = regs(w)
+
+            def reg_val(reg: int) -> np.ndarray:
+                v = r[reg, m].astype(np.uint64)
+                return v | (r[reg + 1, m].astype(np.uint64) << U64(32)) if wide else v
+            data = reg_val(vdata)
+            cmp = reg_val(vdata + (2 if wide else 1)) if cmpswap else None
+            old = np.zeros(addrs.size, np.uint64)  # out-of-range lanes do nothing and return 0
+            old[ok] = _atomic_lanes(w, addrs[ok].tolist(), data[ok].tolist(),
+                                    None if cmp is None else cmp[ok].tolist(), fn, nb)
+            if ret:
+                r[vdata, m] = (old & U64(M32)).astype(U32)
+                if wide:
+                    r[vdata + 1, m] = (old >> U64(32)).astype(U32)
+        return atomic
     if op.startswith("store_") and op[6:] in _STORE:
         nbytes, hi = _STORE[op[6:]]
         ndw = max(1, nbytes // 4)
