@@ -300,6 +300,48 @@ def test_initializers():
         Tensor.xavier_uniform(5)
 
 
+# *** half precision, empty batches, fusion ***
+@pytest.mark.parametrize("dtype, torch_dtype, tol", [(dtypes.float16, torch.float16, 2e-2),
+                                                     (dtypes.bfloat16, torch.bfloat16, 1e-1)])
+def test_half_precision_forward(dtype, torch_dtype, tol):
+    x, w = arr(2, 3, 6, 6), arr(4, 3, 3, 3)
+    ours, theirs = Tensor(x).cast(dtype), torch.tensor(x).to(torch_dtype)
+    ours_w, theirs_w = Tensor(w).cast(dtype), torch.tensor(w).to(torch_dtype)
+    pairs = [(ours.conv2d(ours_w, padding=1), F.conv2d(theirs, theirs_w, padding=1)),
+             (ours.max_pool2d((3, 3), stride=2, padding=1), F.max_pool2d(theirs, 3, 2, 1)),
+             (ours.avg_pool2d((3, 3), stride=2, padding=1), F.avg_pool2d(theirs, 3, 2, 1)),
+             (ours.scaled_dot_product_attention(ours, ours, is_causal=True),
+              F.scaled_dot_product_attention(theirs, theirs, theirs, is_causal=True)),
+             (ours.interpolate((8, 8)), F.interpolate(theirs, (8, 8), mode="bilinear")),
+             (ours.layer_norm(6), F.layer_norm(theirs, (6,))), (ours.softmax(1), F.softmax(theirs, 1))]
+    for o, t in pairs:
+        assert o.dtype == dtype
+        np.testing.assert_allclose(o.float().numpy(), t.float().numpy(), rtol=tol, atol=tol)
+    assert ours.conv2d(ours_w, dtype=dtypes.float32).dtype == dtypes.float32
+
+
+def test_empty_batch():
+    x = Tensor(np.zeros((0, 3, 8, 8), np.float32))
+    assert x.conv2d(Tensor.ones(4, 3, 3, 3)).numpy().shape == (0, 4, 6, 6)
+    assert x.max_pool2d().numpy().shape == (0, 3, 4, 4)
+    assert x.avg_pool2d(padding=1).numpy().shape == (0, 3, 5, 5)
+    assert np.isnan(Tensor(np.zeros((0, 3), np.float32)).cross_entropy(Tensor(np.zeros((0,), np.int32))).item())
+
+
+def test_windows_fuse_into_one_kernel():
+    from ember.schedule import schedule
+    from ember.uops import Ops, UOp
+
+    def n_kernels(*ts):
+        return len([it for it in schedule(UOp.sink(*(t.uop for t in ts))).items if it.ast.op is Ops.SINK])
+
+    x, w = Tensor(arr(2, 3, 8, 8)), Tensor(arr(4, 3, 3, 3))
+    assert n_kernels(x.conv2d(w, Tensor(arr(4)), padding=1, stride=2)) == 1  # windows, products, sum, bias
+    assert n_kernels(x.conv_transpose2d(Tensor(arr(3, 4, 3, 3)), stride=2)) == 1
+    assert n_kernels(x.max_pool2d((3, 3), stride=2, padding=1)) == 1
+    assert n_kernels(x.avg_pool2d((3, 3), stride=2, padding=1)) == 1
+
+
 # *** on the PYTHON device (the renderer's reference), tiny shapes ***
 def test_on_the_python_device():
     check(lambda x, w: x.conv2d(w, padding=1).max_pool2d((2, 2)),

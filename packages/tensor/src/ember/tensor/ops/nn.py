@@ -66,11 +66,6 @@ def _check_tensor(x: Any, name: str, op: str) -> None:
         raise TypeError(f"{op}: {name} must be a Tensor, got {type(x).__name__}")
 
 
-def _check_float(x: Tensor, name: str, op: str) -> None:
-    if not dtypes.is_float(x.dtype):
-        raise TypeError(f"{op}: {name} must be a float tensor, got {x.dtype!r}")
-
-
 def _fans(shape: tuple[int, ...], op: str) -> tuple[int, int]:
     """(fan_in, fan_out) of a weight shaped (out, in, *kernel), as torch.nn.init computes them."""
     if len(shape) < 2:
@@ -175,12 +170,14 @@ class NNMixin:
 
     # *** convolution ***
     def conv2d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: int | Sequence[int] = 1,
-               dilation: int | Sequence[int] = 1, padding: int | Sequence[int] | str = 0) -> Tensor:
+               dilation: int | Sequence[int] = 1, padding: int | Sequence[int] | str = 0,
+               dtype: DType | None = None) -> Tensor:
         """Convolution (cross-correlation, as PyTorch) of self (N, C, *spatial) or unbatched (C, *spatial) with weight
         (O, C/groups, *kernel), over as many spatial dims as the weight has (1-d, 2-d, 3-d, ...).
 
         `padding`: an int, one int per spatial dim, 2 per dim in torch.nn.functional.pad's order (last dim first;
-        negative amounts cut), or 'valid' (none) / 'same' (output the input's size; stride 1).
+        negative amounts cut), or 'valid' (none) / 'same' (output the input's size; stride 1). `dtype`: accumulate
+        in it, and return it (the inputs' dtype by default).
 
             Tensor.ones(1, 3, 8, 8).conv2d(Tensor.ones(4, 3, 3, 3), padding=1).shape  # (1, 4, 8, 8)
         """
@@ -207,10 +204,10 @@ class NNMixin:
                 raise ValueError(f"conv2d: padding must be 'valid', 'same' or ints, got {padding!r}")
         else:
             pads = _pad_pairs(padding, n, "conv2d")
-        return self._conv(weight, bias, groups, stride_t, dilation_t, pads)
+        return self._conv(weight, bias, groups, stride_t, dilation_t, pads, dtype)
 
     def _conv(self, weight: Tensor, bias: Tensor | None, groups: int, stride: tuple[int, ...],
-              dilation: tuple[int, ...], pads: list[tuple[int, int]]) -> Tensor:
+              dilation: tuple[int, ...], pads: list[tuple[int, int]], dtype: DType | None = None) -> Tensor:
         n = weight.ndim - 2
         x = self.unsqueeze(0) if self.ndim == n + 1 else self
         (batch, cin), (cout, cin_g), kernel = x.shape[:2], weight.shape[:2], weight.shape[2:]
@@ -228,7 +225,7 @@ class NNMixin:
         cols = cols.reshape(batch, groups, cin_g, *out_shape, *kernel)
         cols = cols.permute(0, 1, *range(3, 3 + n), 2, *range(3 + n, 3 + 2 * n)).unsqueeze(2)
         w = weight.reshape(1, groups, cout // groups, *(1,) * n, cin_g, *kernel)
-        prod_ = cols * w
+        prod_ = cols * w if dtype is None else (cols * w).cast(dtype)
         out = prod_.sum(tuple(range(-1 - n, 0))).cast(prod_.dtype).reshape(batch, cout, *out_shape)
         if bias is not None:
             out = out + bias.reshape(1, cout, *(1,) * n)
