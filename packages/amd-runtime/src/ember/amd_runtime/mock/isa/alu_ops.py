@@ -3,8 +3,8 @@
 Functions take and return NumPy arrays over the lanes (a 1-element array stands for a uniform value). Kinds:
 u32/i32/f32, u16/i16/f16, u64/i64/f64. Precision (gfx942_isa.md §4.3): add/sub/mul/fma/sqrt/conversions f32 are
 correctly rounded (fma through float64 with round-to-odd); v_rcp/v_rsq/v_exp/v_log/v_sin/v_cos are correctly
-rounded host results of the exact function (hardware is within 1 ulp); f64 fma goes through long double (within
-1 ulp); f16 arithmetic rounds through float32/float64 (double rounding possible in rare ties).
+rounded host results of the exact function (hardware is within 1 ulp); f64 fma comes from error-free
+transformations (a wrong last bit only in rare ties); f16 add/sub/mul/fma round once (exact in float64 first).
 """
 
 from __future__ import annotations
@@ -109,8 +109,28 @@ def fma_f64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(r) & np.isfinite(p), r, naive)
 
 
+def fma_round_once(a: np.ndarray, b: np.ndarray, c: np.ndarray, dtype: type) -> np.ndarray:
+    """fma of f16/f32 values (held in any float type) rounded once to `dtype`: the float64 product is exact, the
+    sum is rounded to odd, so the final rounding is the only one."""
+    a, b, c = (np.asarray(x).astype(F64) for x in (a, b, c))
+    p = a * b
+    s = p + c
+    bb = s - p
+    err = (p - (s - bb)) + (c - bb)
+    with np.errstate(invalid="ignore"):
+        fix = (err != 0) & np.isfinite(s) & ((s.view(U64) & U64(1)) == 0)
+    if fix.any():
+        s = np.where(fix, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
+    return s.astype(dtype)
+
+
 def fma_f16(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-    return (a.astype(F64) * b.astype(F64) + c.astype(F64)).astype(np.float16)
+    return fma_round_once(a, b, c, np.float16)
+
+
+def f16_exact(fn: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
+    """An f16 add/sub/mul computed exactly in float64 (f16 sums and products fit), then rounded once to f16."""
+    return lambda *args: fn(*[x.astype(F64) for x in args]).astype(np.float16)
 
 
 def _zero_sign_fix(r: np.ndarray, a: np.ndarray, b: np.ndarray, is_max: bool) -> np.ndarray:
@@ -476,8 +496,8 @@ VOPS: dict[str, VOp] = {
     "v_cvt_f64_i32": VOp(("i32",), "f64", lambda a: a.astype(F64)),
     "v_cvt_f64_u32": VOp(("u32",), "f64", lambda a: a.astype(F64)),
     # -------------------------------------------------------------- f16
-    "v_add_f16": _f("f16", np.add, 2), "v_sub_f16": _f("f16", np.subtract, 2),
-    "v_subrev_f16": _f("f16", lambda a, b: b - a, 2), "v_mul_f16": _f("f16", np.multiply, 2),
+    "v_add_f16": _f("f16", f16_exact(np.add), 2), "v_sub_f16": _f("f16", f16_exact(np.subtract), 2),
+    "v_subrev_f16": _f("f16", f16_exact(lambda a, b: b - a), 2), "v_mul_f16": _f("f16", f16_exact(np.multiply), 2),
     "v_fma_f16": _f("f16", fma_f16, 3), "v_mac_f16": _f("f16", fma_f16, 3), "v_mad_f16": _f("f16", fma_f16, 3),
     "v_mad_legacy_f16": _f("f16", fma_f16, 3), "v_fma_legacy_f16": _f("f16", fma_f16, 3),
     "v_madmk_f16": _f("f16", fma_f16, 3), "v_madak_f16": _f("f16", fma_f16, 3),

@@ -533,8 +533,8 @@ _PK16: dict[str, tuple[str, Callable[..., np.ndarray], int]] = {
     "v_pk_mad_u16": ("u16", lambda a, b, c: a * b + c, 3),
     "v_pk_add_u16": ("u16", lambda a, b: a + b, 2), "v_pk_sub_u16": ("u16", lambda a, b: a - b, 2),
     "v_pk_max_u16": ("u16", np.maximum, 2), "v_pk_min_u16": ("u16", np.minimum, 2),
-    "v_pk_fma_f16": ("f16", ops.fma_f16, 3), "v_pk_add_f16": ("f16", np.add, 2),
-    "v_pk_mul_f16": ("f16", np.multiply, 2), "v_pk_min_f16": ("f16", ops.fmin, 2),
+    "v_pk_fma_f16": ("f16", ops.fma_f16, 3), "v_pk_add_f16": ("f16", ops.f16_exact(np.add), 2),
+    "v_pk_mul_f16": ("f16", ops.f16_exact(np.multiply), 2), "v_pk_min_f16": ("f16", ops.fmin, 2),
     "v_pk_max_f16": ("f16", ops.fmax, 2),
 }
 _PK32: dict[str, tuple[Callable[..., np.ndarray], int]] = {
@@ -650,12 +650,12 @@ def _compile_fma_mix(ins: Instruction) -> Fn:
     def run(w: Wave) -> None:
         a, b, c = (source(i, r(w)) for i, r in enumerate(raws))
         if name == "v_fma_mix_f32":
-            res = _fma_to(a, b, c, np.float32)
+            res = ops.fma_round_once(a, b, c, np.float32)
             if clamp:
                 res = np.clip(res, 0, 1).astype(np.float32)
             bits = np.broadcast_to(res.view(U32), (64,))
         else:
-            half = _fma_to(a, b, c, np.float16)
+            half = ops.fma_round_once(a, b, c, np.float16)
             if clamp:
                 half = np.clip(half, 0, 1).astype(np.float16)
             h = np.broadcast_to(half.view(np.uint16).astype(U32), (64,))
@@ -665,18 +665,6 @@ def _compile_fma_mix(ins: Instruction) -> Fn:
                 bits = (w.v[d] & U32(0xFFFF)) | (h << U32(16))
         write_vgpr(w, d, bits, w.mask(), _full(w))
     return run
-
-
-def _fma_to(a: np.ndarray, b: np.ndarray, c: np.ndarray, dtype: type) -> np.ndarray:
-    """fma of float64-held f32/f16 values rounded once to `dtype` (exact product; round-to-odd sum)."""
-    p = a * b  # exact: both factors have at most 24 significant bits
-    s = p + c
-    bb = s - p
-    err = (p - (s - bb)) + (c - bb)
-    fix = (err != 0) & np.isfinite(s) & ((s.view(U64) & U64(1)) == 0)
-    if fix.any():
-        s = np.where(fix, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
-    return s.astype(dtype)
 
 
 # ------------------------------------------------------------------------------------------------ MFMA
