@@ -7,14 +7,16 @@
 
 `mem` implements `GlobalMemory` (`read(addr, n)`, `write(addr, data)`, raising `MemoryFault` on unmapped bytes);
 `SparseMemory` is a simple implementation. Workgroups run one after another; the waves of a workgroup run in turn,
-each until s_barrier or s_endpgm. Lanes are NumPy vectors; integer ops are bit-exact, f32/f64/f16 add/mul/fma/sqrt
-and conversions are IEEE round-to-nearest-even (f32 fma exact through round-to-odd; f64 fma from error-free
-transformations; f16 add/sub/mul/fma exact in f64, then rounded once), v_exp/v_log/v_rcp/v_rsq/v_sin/v_cos are the correctly rounded
-results of the exact functions (hardware: within 1 ulp), v_div_fixup returns the IEEE quotient, MFMA sums in f64
-(its accumulation order differs from the hardware's). Denormal flushing follows MODE (from rsrc1, s_setreg); only
-round-to-nearest-even is modelled. A wave that exceeds `max_instructions_per_wave` raises
-`InstructionLimitExceeded`; an encoding the decoder does not know raises `UnknownInstruction`; a known opcode
-without semantics here raises NotImplementedError naming it.
+each until s_barrier or s_endpgm.
+
+Lanes are NumPy vectors. Integer ops are bit-exact. f32/f64/f16 add/mul/fma/sqrt and conversions are IEEE
+round-to-nearest-even (fma rounds once: f32/f16 through round-to-odd float64 sums, f64 from error-free
+transformations). v_exp/v_log/v_rcp/v_rsq/v_sin/v_cos are the correctly rounded results of the exact functions
+(hardware: within 1 ulp); v_div_fixup returns the IEEE quotient; MFMA sums in f64 (the hardware's accumulation order
+differs). Denormal flushing follows MODE (from rsrc1, s_setreg); only round-to-nearest-even is modelled.
+
+A wave that exceeds `max_instructions_per_wave` raises `InstructionLimitExceeded`; an encoding the decoder does not
+know raises `UnknownInstruction`; a known opcode without semantics here raises NotImplementedError naming it.
 """
 
 from ember.amd_runtime.mock.isa.decode import Instruction, UnknownInstruction, decode
