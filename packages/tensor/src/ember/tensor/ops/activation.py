@@ -1,12 +1,11 @@
-"""Activation functions as Tensor methods: relu, sigmoid, tanh, gelu, silu, softplus, elu... and softmax/log_softmax.
-The layers and losses built on them (linear, layernorm, attention, cross-entropy) are in ember.tensor.nn."""
+"""Activation functions as Tensor methods: relu, sigmoid, tanh, gelu, silu, softplus, elu... (softmax and its kin,
+normalization, attention and the losses are in ember/tensor/ops/nn.py)."""
 
 from __future__ import annotations
 
 import math
 from typing import TYPE_CHECKING
 
-from ember.tensor.ops.args import normalize_axis
 from ember.uops import dtypes
 
 if TYPE_CHECKING:  # at run time ember.tensor.tensor binds Tensor here: it is the class built on this mixin
@@ -14,7 +13,7 @@ if TYPE_CHECKING:  # at run time ember.tensor.tensor binds Tensor here: it is th
 
 
 class ActivationMixin:
-    """Activations: `x.relu()`, `x.gelu()`, `x.softmax(-1)`."""
+    """Activations: `x.relu()`, `x.gelu()`, `x.silu()`."""
 
     __slots__ = ()
 
@@ -103,19 +102,3 @@ class ActivationMixin:
         """x where x > 0, else alpha * (exp(x) - 1) (the exp of min(x, 0): no overflow in the branch not taken)."""
         x = self.float_()
         return (x > 0).where(x, alpha * ((x > 0).where(0.0, x)).expm1())
-
-    def softmax(self, axis: int = -1) -> Tensor:
-        """exp(x) / sum(exp(x)) over `axis` (stable: the max is subtracted first); 3 kernels at most."""
-        ax = normalize_axis(axis, self.ndim, "softmax")
-        x = self.float_()
-        # the max is a shift the result does not depend on: detached, the backward is p * (g - sum(p * g)) and no
-        # gradient is routed through the max's argmax (exactly zero, at the price of two more reduce kernels)
-        e = (x - x.max(ax, keepdim=True).detach()).exp()
-        return e / e.sum(ax, keepdim=True)
-
-    def log_softmax(self, axis: int = -1) -> Tensor:
-        """log(softmax(x)) over `axis`, computed stably: x - max - log(sum(exp(x - max)))."""
-        ax = normalize_axis(axis, self.ndim, "log_softmax")
-        x = self.float_()
-        shifted = x - x.max(ax, keepdim=True).detach()  # (a shift, as in softmax)
-        return shifted - shifted.exp().sum(ax, keepdim=True).log()

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from ember.tensor.ops.args import normalize_axis, shape_args
+from ember.tensor.ops.args import normalize_axis, shape_args, to_dtype
 from ember.uops import DType, dtypes, prod
 
 if TYPE_CHECKING:  # at run time ember.tensor.tensor binds Tensor here: it is the class built on this mixin
@@ -171,7 +171,7 @@ class NNMixin:
     # *** convolution ***
     def conv2d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: int | Sequence[int] = 1,
                dilation: int | Sequence[int] = 1, padding: int | Sequence[int] | str = 0,
-               dtype: DType | None = None) -> Tensor:
+               dtype: DType | str | None = None) -> Tensor:
         """Convolution (cross-correlation, as PyTorch) of self (N, C, *spatial) or unbatched (C, *spatial) with weight
         (O, C/groups, *kernel), over as many spatial dims as the weight has (1-d, 2-d, 3-d, ...).
 
@@ -204,7 +204,7 @@ class NNMixin:
                 raise ValueError(f"conv2d: padding must be 'valid', 'same' or ints, got {padding!r}")
         else:
             pads = _pad_pairs(padding, n, "conv2d")
-        return self._conv(weight, bias, groups, stride_t, dilation_t, pads, dtype)
+        return self._conv(weight, bias, groups, stride_t, dilation_t, pads, to_dtype(dtype))
 
     def _conv(self, weight: Tensor, bias: Tensor | None, groups: int, stride: tuple[int, ...],
               dilation: tuple[int, ...], pads: list[tuple[int, int]], dtype: DType | None = None) -> Tensor:
@@ -575,27 +575,27 @@ class NNMixin:
         return x / norm
 
     # *** softmax and its kin ***
-    def softmax(self, axis: int = -1, dtype: DType | None = None) -> Tensor:
+    def softmax(self, axis: int = -1, dtype: DType | str | None = None) -> Tensor:
         """exp(x) / sum(exp(x)) over `axis` (stable: the max is subtracted first); 3 kernels at most. `dtype`: x is
         cast to it first."""
         ax = normalize_axis(axis, self.ndim, "softmax")
-        x = (self if dtype is None else self.cast(dtype)).float_()
+        x = (self if dtype is None else self.cast(to_dtype(dtype))).float_()
         # the max is a shift the result does not depend on: detached, the backward is p * (g - sum(p * g)) and no
         # gradient is routed through the max's argmax (exactly zero, at the price of two more reduce kernels)
         e = (x - x.max(ax, keepdim=True).detach()).exp()
         return e / e.sum(ax, keepdim=True)
 
-    def log_softmax(self, axis: int = -1, dtype: DType | None = None) -> Tensor:
+    def log_softmax(self, axis: int = -1, dtype: DType | str | None = None) -> Tensor:
         """log(softmax(x)) over `axis`, computed stably: x - max - log(sum(exp(x - max))). `dtype`: x is cast to it
         first."""
         ax = normalize_axis(axis, self.ndim, "log_softmax")
-        x = (self if dtype is None else self.cast(dtype)).float_()
+        x = (self if dtype is None else self.cast(to_dtype(dtype))).float_()
         shifted = x - x.max(ax, keepdim=True).detach()  # (a shift, as in softmax)
         return shifted - shifted.exp().sum(ax, keepdim=True).log()
 
-    def softmin(self, axis: int = -1, dtype: DType | None = None) -> Tensor:
+    def softmin(self, axis: int = -1, dtype: DType | str | None = None) -> Tensor:
         """softmax(-x) over `axis`."""
-        return (-(self if dtype is None else self.cast(dtype)).float_()).softmax(axis)
+        return (-(self if dtype is None else self.cast(to_dtype(dtype))).float_()).softmax(axis)
 
     def logsigmoid(self) -> Tensor:
         """log(sigmoid(x)) = min(x, 0) - log(1 + exp(-|x|)), stable for large |x|."""
