@@ -732,3 +732,32 @@ def test_more_lds_and_memory_atomics() -> None:
     assert w.s[4] == 5 and mem.read_array(buf + 4, np.uint32, 1)[0] == 15
     assert w.s[12:14] == [7, 0] and mem.read_array(buf + 16, np.uint64, 1)[0] == 99
     assert w.v[13][0] == 0xFF00FF00 and mem.read_array(buf, np.uint32, 1)[0] == 0xFF00FF01
+
+
+def test_fnuz_fp8_conversions_and_mfma() -> None:
+    from ember.amd_runtime.mock.isa.alu_ops import FNUZ8
+
+    codes = rng.integers(0, 256, (64, 4)).astype(np.uint8)
+    codes[codes == 0x80] = 0x81
+    word = codes.view(np.uint32).reshape(-1)
+    vals = np.array([1.0, -2.5, 300.0, np.nan] * 16, np.float32)
+    w = run(["v_cvt_f32_fp8_sdwa v1, v0 src0_sel:BYTE_1", "v_cvt_pk_f32_bf8_e32 v[2:3], v0",
+             "v_cvt_pk_fp8_f32 v4, v5, v6 op_sel:[0,0,1]", "v_cvt_pk_bf8_f32 v7, v5, v6"],
+            v={0: word, 4: 0x1234, 5: vals, 6: np.float32(0.75), 7: 0xABCD0000})
+    np.testing.assert_array_equal(f32(w, 1), FNUZ8["fp8"][codes[:, 1]].astype(np.float32))
+    np.testing.assert_array_equal(f32(w, 2), FNUZ8["bf8"][codes[:, 0]].astype(np.float32))
+    np.testing.assert_array_equal(f32(w, 3), FNUZ8["bf8"][codes[:, 1]].astype(np.float32))
+    # fp8 (bias 8) 1.0 = 0x40, -2.5 = 0xCA, 300 overflows to NaN (0x80) without clamp; 0.75 = 0x3C; the low word is kept
+    assert list(w.v[4][:4] >> 16) == [0x3C40, 0x3CCA, 0x3C80, 0x3C80] and (w.v[4] & 0xFFFF == 0x1234).all()
+    # bf8: 1.0 = 0x40, -2.5 = 0xC5, 300 rounds to 320 = 0x61, 0.75 = 0x3E
+    assert list(w.v[7][:3] & 0xFFFF) == [0x3E40, 0x3EC5, 0x3E61] and (w.v[7] >> 16 == 0xABCD).all()
+    a_codes = rng.integers(0, 128, (16, 32)).astype(np.uint8)  # A is 16x32 fp8, B 32x16 bf8 (non-negative, finite)
+    b_codes = rng.integers(0, 128, (32, 16)).astype(np.uint8)
+    lane = LANE
+    av = np.stack([a_codes[lane % 16, 8 * (lane // 16) + t] for t in range(8)], axis=1).copy().view(np.uint32)
+    bv = np.stack([b_codes[8 * (lane // 16) + t, lane % 16] for t in range(8)], axis=1).copy().view(np.uint32)
+    w = run(["v_mfma_f32_16x16x32_fp8_bf8 a[0:3], v[0:1], v[2:3], 0", "s_nop 7"],
+            v={0: av[:, 0], 1: av[:, 1], 2: bv[:, 0], 3: bv[:, 1]})
+    ref = (FNUZ8["fp8"][a_codes] @ FNUZ8["bf8"][b_codes]).astype(np.float32)
+    for r in range(4):
+        np.testing.assert_array_equal(w.a[r].view(np.float32), ref[4 * (lane // 16) + r, lane % 16])

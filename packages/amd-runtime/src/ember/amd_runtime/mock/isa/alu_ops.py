@@ -305,6 +305,48 @@ def sat_pk_u8_i16(a: np.ndarray) -> np.ndarray:
     return (f[..., 0] | (f[..., 1] << 8)).astype(U32)
 
 
+def _fnuz_table(exp_bits: int, bias: int) -> np.ndarray:
+    """The 256 values of an FNUZ 8-bit float (gfx942's fp8 = E4M3 bias 8, bf8 = E5M2 bias 16): no infinities, no
+    negative zero, 0x80 is the only NaN."""
+    mant_bits = 7 - exp_bits
+    out = np.zeros(256)
+    for code in range(256):
+        e, mnt = (code >> mant_bits) & ((1 << exp_bits) - 1), code & ((1 << mant_bits) - 1)
+        frac = mnt / (1 << mant_bits)
+        mag = frac * 2.0 ** (1 - bias) if e == 0 else (1 + frac) * 2.0 ** (e - bias)
+        out[code] = -mag if code & 0x80 else mag
+    out[0x80] = np.nan
+    return out
+
+
+FNUZ8 = {"fp8": _fnuz_table(4, 8), "bf8": _fnuz_table(5, 16)}
+
+
+def to_fnuz8(x: np.ndarray, kind: str, saturate: bool) -> np.ndarray:
+    """f32 -> FNUZ 8-bit codes, rounding to nearest even; NaN, and (unless `saturate`) overflow, give 0x80."""
+    table = FNUZ8[kind][:128]  # the non-negative values, increasing with the code
+    mag = np.abs(np.asarray(x, np.float64))
+    hi = np.clip(np.searchsorted(table, mag), 1, 127)
+    lo = hi - 1
+    d_lo, d_hi = mag - table[lo], table[hi] - mag
+    code = np.where((d_hi < d_lo) | ((d_hi == d_lo) & (hi % 2 == 0)), hi, lo)
+    top = table[127]
+    halfway_past_top = top + (top - table[126]) / 2
+    over = mag > top
+    code = np.where(over, 127 if saturate else 0x80, code)
+    if not saturate:
+        code = np.where(over & (mag < halfway_past_top), 127, code)
+    code = np.where((code != 0) & (code != 0x80) & np.signbit(x), code | 0x80, code)
+    return np.where(np.isnan(mag), 0x80, code).astype(U32)
+
+
+def _pk_f32(table: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """Bytes 0 and 1 of `a` decoded to two f32 values packed into one u64 (a VGPR pair)."""
+    lo = table[a & U32(0xFF)].astype(F32).view(U32).astype(U64)
+    hi = table[(a >> U32(8)) & U32(0xFF)].astype(F32).view(U32).astype(U64)
+    return lo | (hi << U64(32))
+
+
 def _sext(x: np.ndarray, bits: int) -> np.ndarray:
     x = x.astype(np.int64) & ((1 << bits) - 1)
     return np.where(x >= (1 << (bits - 1)), x - (1 << bits), x)
@@ -396,6 +438,10 @@ VOPS: dict[str, VOp] = {
     "v_dot2c_i32_i16": _u(dot(16, True), 3), "v_dot4c_i32_i8": _u(dot(8, True), 3),
     "v_dot8c_i32_i4": _u(dot(4, True), 3),
     "v_dot2c_f32_f16": VOp(("u32", "u32", "f32"), "f32", dot2_f16),
+    "v_cvt_f32_fp8": VOp(("u32",), "f32", lambda a: FNUZ8["fp8"][a & U32(0xFF)].astype(F32), False),
+    "v_cvt_f32_bf8": VOp(("u32",), "f32", lambda a: FNUZ8["bf8"][a & U32(0xFF)].astype(F32), False),
+    "v_cvt_pk_f32_fp8": VOp(("u32",), "u64", lambda a: _pk_f32(FNUZ8["fp8"], a), False),
+    "v_cvt_pk_f32_bf8": VOp(("u32",), "u64", lambda a: _pk_f32(FNUZ8["bf8"], a), False),
     "v_cvt_norm_i16_f16": VOp(("f16",), "u32", lambda a: norm16(a, True), False),
     "v_cvt_norm_u16_f16": VOp(("f16",), "u32", lambda a: norm16(a, False), False),
     "v_cvt_pknorm_i16_f16": VOp(("f16", "f16"), "u32", lambda a, b: norm16(a, True) | (norm16(b, True) << U32(16)),

@@ -147,7 +147,9 @@ VOP3P = _table("""
 66:v_mfma_f32_4x4x1_16b_f32 68:v_mfma_f32_32x32x2_f32 69:v_mfma_f32_16x16x4_f32 72:v_mfma_f32_32x32x4_2b_f16
 73:v_mfma_f32_16x16x4_4b_f16 74:v_mfma_f32_4x4x4_16b_f16 76:v_mfma_f32_32x32x8_f16 77:v_mfma_f32_16x16x16_f16
 86:v_mfma_i32_32x32x16_i8 87:v_mfma_i32_16x16x32_i8 96:v_mfma_f32_32x32x8_bf16 97:v_mfma_f32_16x16x16_bf16
-110:v_mfma_f64_16x16x4_f64 115:v_mfma_f32_16x16x32_fp8_fp8
+110:v_mfma_f64_16x16x4_f64 112:v_mfma_f32_16x16x32_bf8_bf8 113:v_mfma_f32_16x16x32_bf8_fp8
+114:v_mfma_f32_16x16x32_fp8_bf8 115:v_mfma_f32_16x16x32_fp8_fp8 116:v_mfma_f32_32x32x16_bf8_bf8
+117:v_mfma_f32_32x32x16_bf8_fp8 118:v_mfma_f32_32x32x16_fp8_bf8 119:v_mfma_f32_32x32x16_fp8_fp8
 """)
 
 DS = _table("""

@@ -504,6 +504,22 @@ def _compile_pk_fmac(ins: Instruction) -> Fn:
     return run
 
 
+def _compile_cvt_pk_fnuz8(ins: Instruction) -> Fn:
+    """v_cvt_pk_fp8_f32 / v_cvt_pk_bf8_f32: two f32 to two FNUZ bytes in the destination word op_sel[3] picks (the
+    other word kept); clamp saturates out-of-range values instead of making them NaN."""
+    opd = _Operands(ins)
+    kind = "fp8" if "fp8" in ins.name else "bf8"
+    r0, r1 = opd.reader(0, "f32"), opd.reader(1, "f32")
+    hi_word, saturate, d = bool(opd.opsel & 8), bool(opd.clamp), ins.fields["vdst"]
+
+    def run(w: Wave) -> None:
+        pair = ops.to_fnuz8(r0(w), kind, saturate) | (ops.to_fnuz8(r1(w), kind, saturate) << U32(8))
+        old = w.v[d]
+        bits = (old & U32(0xFFFF)) | (pair << U32(16)) if hi_word else (old & U32(0xFFFF0000)) | pair
+        write_vgpr(w, d, np.broadcast_to(bits, (64,)).astype(U32), w.mask(), _full(w))
+    return run
+
+
 def _nop(ins: Instruction) -> Fn:
     return lambda w: None
 
@@ -515,7 +531,8 @@ _SPECIAL: dict[str, Callable[[Instruction], Fn]] = {
     "v_mad_u64_u32": _compile_mad64, "v_mad_i64_i32": _compile_mad64,
     "v_readfirstlane_b32": _compile_readlane, "v_readlane_b32": _compile_readlane,
     "v_writelane_b32": _compile_writelane, "v_swap_b32": _compile_swap, "v_accvgpr_mov_b32": _compile_accvgpr,
-    "v_pk_fmac_f16": _compile_pk_fmac,
+    "v_pk_fmac_f16": _compile_pk_fmac, "v_cvt_pk_fp8_f32": _compile_cvt_pk_fnuz8,
+    "v_cvt_pk_bf8_f32": _compile_cvt_pk_fnuz8,
     **{n: _compile_carry for n in ("v_add_co_u32", "v_sub_co_u32", "v_subrev_co_u32", "v_addc_co_u32",
                                    "v_subb_co_u32", "v_subbrev_co_u32")},
 }
@@ -668,13 +685,34 @@ def _compile_fma_mix(ins: Instruction) -> Fn:
 
 
 # ------------------------------------------------------------------------------------------------ MFMA
-# name -> (M, N, K, operand element type, result kind); single-block shapes only.
-_MFMA = {
-    "v_mfma_f32_16x16x16_f16": (16, 16, 16, "f16", "f32"), "v_mfma_f32_32x32x8_f16": (32, 32, 8, "f16", "f32"),
-    "v_mfma_f32_16x16x16_bf16": (16, 16, 16, "bf16", "f32"), "v_mfma_f32_32x32x8_bf16": (32, 32, 8, "bf16", "f32"),
-    "v_mfma_f32_16x16x4_f32": (16, 16, 4, "f32", "f32"), "v_mfma_f32_32x32x2_f32": (32, 32, 2, "f32", "f32"),
-    "v_mfma_i32_16x16x32_i8": (16, 16, 32, "i8", "i32"), "v_mfma_i32_32x32x16_i8": (32, 32, 16, "i8", "i32"),
+# name -> (M, N, K, A element type, B element type, result kind); single-block shapes only.
+_MFMA: dict[str, tuple[int, int, int, str, str, str]] = {
+    "v_mfma_f32_16x16x16_f16": (16, 16, 16, "f16", "f16", "f32"),
+    "v_mfma_f32_32x32x8_f16": (32, 32, 8, "f16", "f16", "f32"),
+    "v_mfma_f32_16x16x16_bf16": (16, 16, 16, "bf16", "bf16", "f32"),
+    "v_mfma_f32_32x32x8_bf16": (32, 32, 8, "bf16", "bf16", "f32"),
+    "v_mfma_f32_16x16x4_f32": (16, 16, 4, "f32", "f32", "f32"),
+    "v_mfma_f32_32x32x2_f32": (32, 32, 2, "f32", "f32", "f32"),
+    "v_mfma_i32_16x16x32_i8": (16, 16, 32, "i8", "i8", "i32"),
+    "v_mfma_i32_32x32x16_i8": (32, 32, 16, "i8", "i8", "i32"),
 }
+for _a, _b in (("bf8", "bf8"), ("bf8", "fp8"), ("fp8", "bf8"), ("fp8", "fp8")):  # gfx942's FNUZ 8-bit floats
+    _MFMA[f"v_mfma_f32_16x16x32_{_a}_{_b}"] = (16, 16, 32, _a, _b, "f32")
+    _MFMA[f"v_mfma_f32_32x32x16_{_a}_{_b}"] = (32, 32, 16, _a, _b, "f32")
+_ELEMENT_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "i8": 1, "fp8": 1, "bf8": 1}
+
+
+def _mfma_elements(raw: np.ndarray, etype: str) -> np.ndarray:
+    """(64 lanes, registers) uint32 -> (64, elements) float64 (int64 for i8)."""
+    if etype == "f16":
+        return raw.view(np.float16).astype(np.float64)
+    if etype == "bf16":
+        return (raw.view(np.uint16).astype(U32) << U32(16)).view(np.float32).astype(np.float64)
+    if etype == "f32":
+        return raw.view(np.float32).astype(np.float64)
+    if etype in ("fp8", "bf8"):
+        return ops.FNUZ8[etype][raw.view(np.uint8)]
+    return raw.view(np.int8).astype(np.int64)
 
 
 def mfma_layout(m: int, n: int, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -699,9 +737,9 @@ def _compile_mfma(ins: Instruction) -> Fn:
         raise NotImplementedError(f"{name} (MFMA shape/type not implemented) at {ins.addr:#x}")
     if f["cbsz"] or f["abid"] or f["blgp"]:
         raise NotImplementedError(f"{name} with cbsz/abid/blgp broadcast modifiers at {ins.addr:#x}")
-    m, n, k, etype, rkind = _MFMA[name]
+    m, n, k, a_type, b_type, rkind = _MFMA[name]
     kper = k // (64 // m)
-    nregs_ab = max(1, kper * {"f16": 2, "bf16": 2, "f32": 4, "i8": 1}[etype] // 4)
+    nregs_ab = max(1, kper * _ELEMENT_BYTES[a_type] // 4)
     items = m * n // 64
     (a_row, a_k0), (b_col, b_k0), d_row, d_col = mfma_layout(m, n, k)
     a_src, b_src, c_src = f["src0"], f["src1"], f["src2"]
@@ -715,18 +753,9 @@ def _compile_mfma(ins: Instruction) -> Fn:
         file = w.a if acc else w.v
         return np.ascontiguousarray(file[base:base + count].T)  # (64 lanes, count) uint32
 
-    def elements(raw: np.ndarray) -> np.ndarray:  # (64, kper) float64 / int64
-        if etype == "f16":
-            return raw.view(np.float16).astype(np.float64)
-        if etype == "bf16":
-            return (raw.view(np.uint16).astype(U32) << U32(16)).view(np.float32).astype(np.float64)
-        if etype == "f32":
-            return raw.view(np.float32).astype(np.float64)
-        return raw.view(np.int8).astype(np.int64)
-
     def run(w: Wave) -> None:
-        av = elements(regs(w, a_src, nregs_ab, a_acc))
-        bv = elements(regs(w, b_src, nregs_ab, b_acc))
+        av = _mfma_elements(regs(w, a_src, nregs_ab, a_acc), a_type)
+        bv = _mfma_elements(regs(w, b_src, nregs_ab, b_acc), b_type)
         amat = np.zeros((m, k), av.dtype)
         bmat = np.zeros((k, n), bv.dtype)
         for t in range(kper):
