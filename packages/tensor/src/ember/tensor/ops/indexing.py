@@ -393,7 +393,7 @@ class IndexingMixin:
         if as_tuple:
             return tuple(Tensor(w.astype(np.int64), self.device) for w in where)
         rows = np.stack(where, -1).astype(np.int64) if self.ndim else np.zeros((int(values != 0), 0), np.int64)
-        return Tensor(rows.reshape(-1, self.ndim), self.device)
+        return Tensor(rows.reshape(len(where[0]) if self.ndim else rows.shape[0], self.ndim), self.device)
 
     def one_hot(self, num_classes: int = -1) -> Tensor:
         """int64 one-hot vectors along a new last dim (num_classes=-1: max + 1, which realizes the tensor)."""

@@ -82,11 +82,11 @@ class MovementMixin:
         if len(padding) != self.ndim:
             raise ValueError(f"pad: padding {padding} must have one (before, after) pair per dim ({self.ndim})")
         pairs_t = tuple((0, 0) if p is None else (int(p[0]), int(p[1])) for p in padding)
-        if mode == "circular":
-            return self._pad_circular(pairs_t)
-        # negative amounts shrink first, the rest pads
+        # negative amounts shrink first, the rest pads (in every mode, as torch)
         x = self.shrink([(max(0, -b), s - max(0, -a)) for (b, a), s in zip(pairs_t, self.shape)])
         pos = tuple((max(0, b), max(0, a)) for b, a in pairs_t)
+        if mode == "circular":
+            return x._pad_circular(pos)
         if mode != "constant":
             return x._pad_mode(pos, mode)
         out = Tensor(x.uop.pad(pos))
@@ -102,9 +102,6 @@ class MovementMixin:
             n, total = x.shape[d], x.shape[d] + before + after
             if not before and not after:
                 continue
-            if total < 0:
-                raise ValueError(f"pad: circular padding {(before, after)} of dim {d} (size {n}) leaves a negative "
-                                 "size")
             if n == 0:
                 raise ValueError(f"pad: circular padding needs a non-empty dim {d}")
             start = (-before) % n

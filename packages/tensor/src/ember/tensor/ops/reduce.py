@@ -179,6 +179,8 @@ class ReduceMixin:
             normalize_axis(axis, 0, op)
             return self, Tensor(0, self.device, dtypes.int64)
         ax = normalize_axis(axis, self.ndim, op)[0]
+        if self.shape[ax] == 0:
+            return self, Tensor.zeros(*self.shape, dtype=dtypes.int64, device=self.device)
         x = self.transpose(ax, -1)
         n = x.shape[-1]
         ramp = Tensor.arange(n, device=self.device)
@@ -189,6 +191,7 @@ class ReduceMixin:
         else:
             high = math.inf if dtypes.is_float(self.dtype) else dtypes.max(self.dtype)
             values = keep.where(x.unsqueeze(-2), Tensor(high, self.device, x.dtype)).min(-1)
+        values = values.contiguous()  # (its own kernel: not recomputed for every j of the index search)
         hit = keep.logical_and(x.unsqueeze(-2) == values.unsqueeze(-1))
         indices = hit.where(ramp.reshape(1, n), -1).max(-1).cast(dtypes.int64)
         return values.transpose(ax, -1), indices.transpose(ax, -1)
@@ -226,7 +229,8 @@ class ReduceMixin:
             same = same.logical_or(ni.logical_and(nj))
         ramp = Tensor.arange(n, device=self.device)
         before = first.logical_or(same.logical_and(ramp.reshape(1, n) < ramp.reshape(n, 1)))
-        rank = before.cast(dtypes.int32).sum(-1).cast(dtypes.int32)  # [..., i]: where element i goes
+        # [..., i]: where element i goes; its own kernel (n^2), not recomputed inside the placing sum (n^3)
+        rank = before.cast(dtypes.int32).sum(-1).cast(dtypes.int32).contiguous()
         at = rank.unsqueeze(-2) == ramp.reshape(n, 1)  # [..., r, i]: element i lands at r
         zero = Tensor(False if self.dtype == dtypes.bool else 0, self.device, self.dtype)
         values = at.where(x.unsqueeze(-2), zero).sum(-1).cast(self.dtype)
