@@ -161,11 +161,13 @@ def test_sdpa_dropout_keeps_the_expectation():
     ("nearest", False, (1, 2, 5, 7), (8, 3)), ("nearest-exact", False, (1, 2, 5, 7), (8, 3)),
     ("bilinear", False, (1, 2, 5, 7), (8, 3)), ("bilinear", True, (1, 2, 5, 7), (8, 3)),
     ("linear", False, (2, 3, 6), (13,)), ("trilinear", True, (1, 1, 3, 4, 2), (5, 2, 3)),
-    ("bilinear", False, (1, 1, 4, 4), (1, 1)),
+    ("bilinear", False, (1, 1, 4, 4), (1, 1)), ("bicubic", False, (1, 2, 5, 7), (8, 3)),
+    ("bicubic", True, (1, 2, 5, 7), (9, 4)), ("area", False, (1, 2, 7, 5), (3, 4)), ("area", False, (2, 3, 7), (10,)),
 ])
 def test_interpolate(mode, align_corners, shape, size):
     check(lambda x: x.interpolate(size, mode=mode, align_corners=align_corners),
-          lambda x: F.interpolate(x, size=size, mode=mode, align_corners=align_corners if "linear" in mode else None),
+          lambda x: F.interpolate(x, size=size, mode=mode,
+                                  align_corners=align_corners if "linear" in mode or "cubic" in mode else None),
           arr(*shape))
 
 
@@ -174,6 +176,8 @@ def test_interpolate_scale_factor_and_ints():
           lambda x: F.interpolate(x, scale_factor=1.7, mode="bilinear"), arr(1, 2, 5, 4))
     check(lambda x: nn.interpolate(x, scale_factor=(2.5, 0.6)), lambda x: F.interpolate(x, scale_factor=(2.5, 0.6)),
           arr(1, 2, 5, 4))
+    check(lambda x: nn.interpolate(x, scale_factor=1.5, mode="bicubic", align_corners=True),
+          lambda x: F.interpolate(x, scale_factor=1.5, mode="bicubic", align_corners=True), arr(1, 2, 5, 4))
     img = rng.integers(0, 255, (1, 1, 3, 5)).astype(np.uint8)
     out = nn.interpolate(Tensor(img), size=(6, 7))
     assert out.dtype == dtypes.uint8
@@ -397,15 +401,15 @@ def test_attention_and_interpolate_errors():
     with pytest.raises(TypeError, match="attn_mask must be bool or float"):
         q.scaled_dot_product_attention(q, q, attn_mask=Tensor.ones(3, 3, dtype=dtypes.int32))
     img = Tensor.ones(1, 1, 4, 4)
-    with pytest.raises(NotImplementedError, match="'bicubic' is not implemented"):
-        img.interpolate((8, 8), mode="bicubic")
+    with pytest.raises(ValueError, match="'bicubic' resamples 2 dims"):
+        img.interpolate((8,), mode="bicubic")
     with pytest.raises(ValueError, match="mode must be one of"):
         img.interpolate((8, 8), mode="cubic")
     with pytest.raises(ValueError, match="resamples 3 dims"):
         img.interpolate((8, 8), mode="trilinear")
     with pytest.raises(ValueError, match="exactly one of size and scale_factor"):
         img.interpolate()
-    with pytest.raises(ValueError, match="align_corners applies to the linear modes"):
+    with pytest.raises(ValueError, match="align_corners applies to the linear and cubic modes"):
         img.interpolate((8, 8), mode="nearest", align_corners=True)
     with pytest.raises(TypeError, match="needs a float tensor"):
         Tensor.ones(1, 1, 4, 4, dtype=dtypes.int32).interpolate((8, 8))

@@ -23,7 +23,9 @@ if TYPE_CHECKING:  # at run time ember.tensor.tensor binds Tensor here: it is th
 
 Reduction = Literal["mean", "sum", "none"]
 _REDUCTIONS = ("mean", "sum", "none")
-_INTERPOLATE_MODES = {"nearest": 0, "nearest-exact": 0, "linear": 0, "bilinear": 2, "trilinear": 3}
+# each mode, and how many dims it resamples (0: any number)
+_INTERPOLATE_MODES = {"nearest": 0, "nearest-exact": 0, "linear": 0, "bilinear": 2, "trilinear": 3, "bicubic": 2,
+                      "area": 0}
 # the machine epsilon of each float dtype: rms_norm's default eps, as torch.finfo(dtype).eps
 _FLOAT_EPS = {"float16": 2.0**-10, "bfloat16": 2.0**-7, "float32": 2.0**-23, "float64": 2.0**-52}
 
@@ -74,13 +76,33 @@ def _fans(shape: tuple[int, ...], op: str) -> tuple[int, int]:
     return shape[1] * receptive, shape[0] * receptive
 
 
-def _interpolation_source(n_in: int, n_out: int, mode: str, align_corners: bool,
-                          scale_factor: float | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """For each output position along one dim: (index, index of the next input, weight of the next), in float32
-    arithmetic as PyTorch computes them (so that the picked neighbours agree at exact ties)."""
+def _cubic_weights(t: np.ndarray) -> np.ndarray:
+    """The 4 taps' weights (at i-1, i, i+1, i+2) of Keys' cubic convolution with A = -0.75 (PyTorch's bicubic) for
+    fractional positions t in [0, 1)."""
+    a, f32 = np.float32(-0.75), np.float32
+
+    def near(x: np.ndarray) -> np.ndarray:  # |x| <= 1
+        return ((a + 2) * x - (a + 3)) * x * x + 1
+
+    def far(x: np.ndarray) -> np.ndarray:  # 1 < |x| < 2
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+
+    return np.stack([far(t + f32(1)), near(t), near(f32(1) - t), far(f32(2) - t)], axis=1)
+
+
+def _interpolation_matrix(n_in: int, n_out: int, mode: str, align_corners: bool,
+                          scale_factor: float | None) -> np.ndarray:
+    """The (out, in) matrix that resamples one dim: weights (float32), or for the nearest modes which input each
+    output picks (bool). Positions in float32 arithmetic as PyTorch computes them, so that ties pick alike."""
     f32 = np.float32
-    dst = np.arange(n_out, dtype=f32)
-    if mode == "linear" and align_corners:
+    dst, rows = np.arange(n_out, dtype=f32), np.arange(n_out)
+    if mode == "area":  # adaptive average pooling: output o averages inputs floor(o*in/out) .. ceil((o+1)*in/out)-1
+        weights = np.zeros((n_out, n_in), f32)
+        for o in range(n_out):
+            start, end = o * n_in // n_out, -(-(o + 1) * n_in // n_out)
+            weights[o, start:end] = f32(1) / f32(end - start)
+        return weights
+    if mode in ("linear", "cubic") and align_corners:
         scale = f32((n_in - 1) / (n_out - 1)) if n_out > 1 else f32(0)
     elif scale_factor is not None and scale_factor > 0:
         scale = f32(1.0 / scale_factor)
@@ -88,12 +110,23 @@ def _interpolation_source(n_in: int, n_out: int, mode: str, align_corners: bool,
         scale = f32(n_in) / f32(n_out)
     if mode in ("nearest", "nearest-exact"):
         pos = dst * scale if mode == "nearest" else (dst + f32(0.5)) * scale
-        idx = np.minimum(np.floor(pos).astype(np.int64), n_in - 1)
-        return idx, idx, np.zeros(n_out, f32)
-    src = dst * scale if align_corners else np.maximum(scale * (dst + f32(0.5)) - f32(0.5), f32(0))
-    i0 = src.astype(np.int64)  # (src >= 0: truncation is the floor)
-    i1 = np.minimum(i0 + 1, n_in - 1)
-    return i0, i1, np.minimum(src - i0.astype(f32), f32(1))
+        picks = np.zeros((n_out, n_in), bool)
+        picks[rows, np.minimum(np.floor(pos).astype(np.int64), n_in - 1)] = True
+        return picks
+    src = dst * scale if align_corners else scale * (dst + f32(0.5)) - f32(0.5)
+    weights = np.zeros((n_out, n_in), f32)
+    if mode == "linear":
+        src = np.maximum(src, f32(0))  # (linear clamps a position before the first input to it; cubic does not)
+        i0 = src.astype(np.int64)
+        frac = np.minimum(src - i0.astype(f32), f32(1))
+        np.add.at(weights, (rows, i0), f32(1) - frac)
+        np.add.at(weights, (rows, np.minimum(i0 + 1, n_in - 1)), frac)
+        return weights
+    i0 = np.floor(src).astype(np.int64)
+    taps = _cubic_weights(src - i0.astype(f32))
+    for j in range(4):  # taps beyond the edges read the edge
+        np.add.at(weights, (rows, np.clip(i0 - 1 + j, 0, n_in - 1)), taps[:, j])
+    return weights
 
 
 class NNMixin:
@@ -419,17 +452,15 @@ class NNMixin:
         """Resample the last len(size) dims to `size` (the dims before are batch dims, any number of them).
 
         `mode`: 'nearest' (PyTorch's: floor(i * in / out)), 'nearest-exact' (the nearest center), 'linear' (linear
-        along each dim: bilinear for 2 dims, trilinear for 3; 'bilinear'/'trilinear' also say how many),
-        `align_corners` as PyTorch's. Instead of `size`, `scale_factor` (one per dim, or one number for every dim
-        after the first two: PyTorch's (N, C, ...) layout) gives size = floor(in * scale), positions mapped by
-        1 / scale as PyTorch does."""
+        along each dim: bilinear for 2 dims, trilinear for 3; 'bilinear'/'trilinear' also say how many), 'bicubic'
+        (PyTorch's cubic convolution, A = -0.75, 2 dims), 'area' (adaptive average pooling); `align_corners` as
+        PyTorch's, for the linear and cubic modes. Instead of `size`, `scale_factor` (one per dim, or one number for
+        every dim after the first two: PyTorch's (N, C, ...) layout) gives size = floor(in * scale), positions mapped
+        by 1 / scale as PyTorch does."""
         if mode not in _INTERPOLATE_MODES:
-            if mode in ("bicubic", "area"):
-                raise NotImplementedError(f"interpolate: mode {mode!r} is not implemented (nearest, nearest-exact, "
-                                          "linear, bilinear and trilinear are)")
             raise ValueError(f"interpolate: mode must be one of {sorted(_INTERPOLATE_MODES)}, got {mode!r}")
-        if align_corners and mode.startswith("nearest"):
-            raise ValueError(f"interpolate: align_corners applies to the linear modes only, not {mode!r}")
+        if align_corners and (mode.startswith("nearest") or mode == "area"):
+            raise ValueError(f"interpolate: align_corners applies to the linear and cubic modes only, not {mode!r}")
         if (size is None) == (scale_factor is None):
             raise ValueError("interpolate: give exactly one of size and scale_factor")
         scales: tuple[float | None, ...]
@@ -451,28 +482,22 @@ class NNMixin:
                              f"{size_t}")
         if _INTERPOLATE_MODES[mode] and n != _INTERPOLATE_MODES[mode]:
             raise ValueError(f"interpolate: mode {mode!r} resamples {_INTERPOLATE_MODES[mode]} dims, got size {size_t}")
-        linear = mode in ("linear", "bilinear", "trilinear")
-        if linear and not dtypes.is_float(self.dtype):
+        kind = {"bilinear": "linear", "trilinear": "linear", "bicubic": "cubic"}.get(mode, mode)
+        if not kind.startswith("nearest") and not dtypes.is_float(self.dtype):
             raise TypeError(f"interpolate: mode {mode!r} needs a float tensor, got {self.dtype!r}")
         x = self
         for i, (n_out, scale) in enumerate(zip(size_t, scales)):
             dim = self.ndim - n + i
             n_in = x.shape[dim]
-            if n_in == n_out and scale is None and not (linear and align_corners):
+            if n_in == n_out and scale is None:
                 continue  # the identity map (PyTorch's positions come out exact)
-            i0, i1, frac = _interpolation_source(n_in, n_out, "linear" if linear else mode, align_corners, scale)
-            last = x.transpose(dim, -1).unsqueeze(-2)  # (..., 1, in)
-            rows = np.arange(n_out)
-            if linear:  # each output a weighted sum of its two neighbours: a (out, in) matrix of weights
-                weights = np.zeros((n_out, n_in), np.float32)
-                np.add.at(weights, (rows, i0), 1 - frac)
-                np.add.at(weights, (rows, i1), frac)
-                moved = (last * Tensor(weights, self.device).cast(x.dtype)).sum(-1).cast(x.dtype)
-            else:  # a pick, not a product: exact for every dtype, and inf stays inf
-                picks = np.zeros((n_out, n_in), bool)
-                picks[rows, i0] = True
+            matrix = Tensor(_interpolation_matrix(n_in, n_out, kind, align_corners, scale), self.device)
+            last = x.transpose(dim, -1).unsqueeze(-2)  # (..., 1, in) against the (out, in) matrix
+            if kind.startswith("nearest"):  # a pick, not a product: exact for every dtype, and inf stays inf
                 zero = Tensor(False if x.dtype == dtypes.bool else 0, self.device, x.dtype)
-                moved = Tensor(picks, self.device).where(last, zero).sum(-1).cast(x.dtype)
+                moved = matrix.where(last, zero).sum(-1).cast(x.dtype)
+            else:
+                moved = (last * matrix.cast(x.dtype)).sum(-1).cast(x.dtype)
             x = moved.transpose(dim, -1)
         return x
 
