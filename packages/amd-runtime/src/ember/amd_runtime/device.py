@@ -363,6 +363,7 @@ class AMDDevice(CompiledDevice):
             self.compute = PM4ComputeQueue(self._queue(QueueType.COMPUTE), self.events, f"{name} compute", node.xccs)
         self.sdma = SDMAQueue(self._queue(QueueType.SDMA), self.events, f"{name} copy")
         self._last_queue: HWQueue = self.compute
+        self._ticket_base = 0  # the tickets of submissions before the last timeline wrap are <= this
         self._scratch: tuple[GpuBuffer, int, int] | None = None  # (buffer, lane bytes, tmpring)
         self.closed = False
         super().__init__(name, AMDAllocator(self), HIPRenderer(node.arch), HIPCompiler(node.arch), AMDProgram)
@@ -381,29 +382,42 @@ class AMDDevice(CompiledDevice):
 
     # ---- submission --------------------------------------------------------------------------------------------
 
-    def submit(self, queue: HWQueue, record: Callable[[Any], Any]) -> int:
-        """One submission on `queue`: wait for everything before it, the commands `record(queue)` adds, then signal
-        the timeline. Returns the timeline value that marks it done."""
+    def reserve(self) -> int:
+        """The timeline value of the next submission (the timeline is wrapped first when it is due)."""
         if self.closed:
             raise RuntimeError(f"{self.name}: the device is closed")
         if self.timeline.value >= TIMELINE_WRAP:
             self.synchronize()
-        value = self.timeline.next()
+        return self.timeline.next()
+
+    def ticket(self, value: int) -> int:
+        """The host-side ticket of timeline `value`: tickets keep growing across timeline wraps (`wait` takes
+        them), while the GPU's 32-bit timeline restarts at 1."""
+        return self._ticket_base + value
+
+    def submit(self, queue: HWQueue, record: Callable[[Any], Any]) -> int:
+        """One submission on `queue`: wait for everything before it, the commands `record(queue)` adds, then signal
+        the timeline. Returns its ticket (for `wait`)."""
+        value = self.reserve()
         queue.wait(self.timeline.signal, value - 1)  # type: ignore[attr-defined]
         record(queue)
         queue.signal(self.timeline.signal, value)  # type: ignore[attr-defined]
         queue.submit()
         self._last_queue = queue
-        return value
+        return self.ticket(value)
 
-    def wait(self, value: int) -> None:
-        """Wait until the timeline reaches `value` (a submission's return value)."""
-        if value and self.timeline.signal.value < value:
+    def wait(self, ticket: int) -> None:
+        """Wait until the submission with `ticket` (what `submit` returned) has finished."""
+        value = ticket - self._ticket_base
+        if value > 0 and self.timeline.signal.value < value:
             self.timeline.signal.wait(value, waiter=self.events, queue=self._last_queue.name)
 
     def synchronize(self) -> None:
         """Wait until every kernel and copy submitted so far has finished (raises "hang detected" on timeout)."""
+        signal, last = self.timeline.signal, self.timeline.last
         self.timeline.synchronize(self.events, queue=self._last_queue.name)
+        if self.timeline.signal is not signal:  # wrapped: every ticket so far is done
+            self._ticket_base += last
 
     # ---- scratch -----------------------------------------------------------------------------------------------
 

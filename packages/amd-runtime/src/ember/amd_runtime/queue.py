@@ -163,12 +163,7 @@ class _PM4Commands(HWQueue):
     def signal(self, signal: Signal, value: int, interrupt: bool = True) -> _PM4Commands:
         """Write `value` to `signal` once the work before it is done (caches written back); with `interrupt` (and
         device events) also write the event id to the device's mailbox and interrupt, which wakes host waits."""
-        self._record(pm4.release_mem(signal.va, _mask32(value), pm4.DATA_SEL_32BIT_LOW, cache_flush=True))
-        if interrupt and self.events is not None:
-            ev = self.events
-            self._record(pm4.release_mem(ev.mailbox_va, ev.event_id, pm4.DATA_SEL_32BIT_LOW,
-                                         pm4.INT_SEL_SEND_INTERRUPT_AFTER_WRITE_CONFIRM, ctxid=ev.event_id))
-        return self
+        return self._record(pm4_signal(signal.va, value, self.events if interrupt else None))  # type: ignore
 
     def timestamp(self, signal: Signal) -> _PM4Commands:
         """Write the GPU's 100 MHz clock into `signal`'s timestamp slot once the work before it is done."""
@@ -208,6 +203,54 @@ def user_sgpr_values(launch: KernelLaunch, queue_va: int = 0) -> list[int]:
     return out
 
 
+def pm4_dispatch(launch: KernelLaunch) -> list[int]:
+    """The PM4 dwords of one kernel dispatch on gfx9 (spec §2.7): registers, DISPATCH_DIRECT, CS_PARTIAL_FLUSH."""
+    d = launch.descriptor
+    lds = max(launch.group_segment_size, d.group_segment_fixed_size)
+    rsrc2 = d.compute_pgm_rsrc2 & ~(RSRC2_LDS_MASK << RSRC2_LDS_SHIFT)
+    rsrc2 |= (-(-lds // LDS_GRANULE) & RSRC2_LDS_MASK) << RSRC2_LDS_SHIFT
+    if launch.entry_va % 256:
+        raise ValueError(f"PM4 dispatch: kernel entry 0x{launch.entry_va:x} is not 256-byte aligned")
+    prog = launch.entry_va >> 8
+    out = [*pm4.acquire_mem(gli=False, gl2=False), *pm4.set_sh_reg(COMPUTE_PGM_LO, _mask32(prog), prog >> 32),
+           *pm4.set_sh_reg(COMPUTE_PGM_RSRC1, d.compute_pgm_rsrc1, rsrc2),
+           *pm4.set_sh_reg(COMPUTE_PGM_RSRC3, d.compute_pgm_rsrc3),
+           *pm4.set_sh_reg(COMPUTE_TMPRING_SIZE, launch.tmpring_size)]
+    if launch.scratch_va:
+        out += pm4.set_sh_reg(COMPUTE_DISPATCH_SCRATCH_BASE_LO, _mask32(launch.scratch_va >> 8),
+                              launch.scratch_va >> 40)
+    out += pm4.set_sh_reg(COMPUTE_RESTART_X, 0, 0, 0)
+    if user := user_sgpr_values(launch):
+        out += pm4.set_sh_reg(COMPUTE_USER_DATA_0, *user)
+    out += [*pm4.set_sh_reg(COMPUTE_RESOURCE_LIMITS, 0),
+            *pm4.set_sh_reg(COMPUTE_START_X, 0, 0, 0, *launch.local_size, 0, 0),
+            *pm4.dispatch_direct(*launch.global_size), *pm4.event_write()]
+    return out
+
+
+def aql_dispatch(launch: KernelLaunch) -> bytes:
+    """The KERNEL_DISPATCH packet of one launch (barrier bit set: it starts after the packets before it finish)."""
+    return aql.kernel_dispatch(launch.descriptor_va, launch.kernarg_va, launch.global_size, launch.local_size,
+                               max(launch.group_segment_size, launch.descriptor.group_segment_fixed_size),
+                               launch.private_segment_size)
+
+
+def pm4_signal(signal_va: int, value: int, events: DeviceEvents | None) -> list[int]:
+    """RELEASE_MEM of `value` to a signal, then (with `events`) the event id to its mailbox with an interrupt. The
+    value's dword is at index PM4_SIGNAL_VALUE_DWORD."""
+    out = pm4.release_mem(signal_va, _mask32(value), pm4.DATA_SEL_32BIT_LOW, cache_flush=True)
+    if events is not None:
+        out += pm4.release_mem(events.mailbox_va, events.event_id, pm4.DATA_SEL_32BIT_LOW,
+                               pm4.INT_SEL_SEND_INTERRUPT_AFTER_WRITE_CONFIRM, ctxid=events.event_id)
+    return out
+
+
+PM4_WAIT_REFERENCE_DWORD = 4  # in wait_reg_mem: header, info, addr lo, addr hi, reference
+PM4_SIGNAL_VALUE_DWORD = 5  # in release_mem: header, event, sel, addr lo, addr hi, data lo
+SDMA_POLL_VALUE_DWORD = 3  # in poll_regmem: header, addr lo, addr hi, value
+SDMA_FENCE_VALUE_DWORD = 3  # in fence: header, addr lo, addr hi, value
+
+
 class PM4ComputeQueue(_PM4Commands):
     """A PM4 compute queue (KFD queue type COMPUTE) of a single-XCC node."""
 
@@ -224,28 +267,7 @@ class PM4ComputeQueue(_PM4Commands):
 
     def exec(self, launch: KernelLaunch) -> PM4ComputeQueue:
         """Dispatch a kernel: program the compute registers, DISPATCH_DIRECT, then wait for it (CS_PARTIAL_FLUSH)."""
-        d = launch.descriptor
-        lds = max(launch.group_segment_size, d.group_segment_fixed_size)
-        rsrc2 = d.compute_pgm_rsrc2 & ~(RSRC2_LDS_MASK << RSRC2_LDS_SHIFT)
-        rsrc2 |= (-(-lds // LDS_GRANULE) & RSRC2_LDS_MASK) << RSRC2_LDS_SHIFT
-        if launch.entry_va % 256:
-            raise ValueError(f"{self.name}: kernel entry 0x{launch.entry_va:x} is not 256-byte aligned")
-        prog = launch.entry_va >> 8
-        self._record(pm4.acquire_mem(gli=False, gl2=False))
-        self._record(pm4.set_sh_reg(COMPUTE_PGM_LO, _mask32(prog), prog >> 32))
-        self._record(pm4.set_sh_reg(COMPUTE_PGM_RSRC1, d.compute_pgm_rsrc1, rsrc2))
-        self._record(pm4.set_sh_reg(COMPUTE_PGM_RSRC3, d.compute_pgm_rsrc3))
-        self._record(pm4.set_sh_reg(COMPUTE_TMPRING_SIZE, launch.tmpring_size))
-        if launch.scratch_va:
-            self._record(pm4.set_sh_reg(COMPUTE_DISPATCH_SCRATCH_BASE_LO, _mask32(launch.scratch_va >> 8),
-                                        launch.scratch_va >> 40))
-        self._record(pm4.set_sh_reg(COMPUTE_RESTART_X, 0, 0, 0))
-        if user := user_sgpr_values(launch):
-            self._record(pm4.set_sh_reg(COMPUTE_USER_DATA_0, *user))
-        self._record(pm4.set_sh_reg(COMPUTE_RESOURCE_LIMITS, 0))
-        self._record(pm4.set_sh_reg(COMPUTE_START_X, 0, 0, 0, *launch.local_size, 0, 0))
-        self._record(pm4.dispatch_direct(*launch.global_size))
-        return self._record(pm4.event_write())  # type: ignore[return-value]
+        return self._record(pm4_dispatch(launch))  # type: ignore[return-value]
 
     def submit(self) -> None:
         dwords = [d for packet in self.pending for d in packet]
@@ -311,9 +333,16 @@ class AQLQueue(_PM4Commands):
     def exec(self, launch: KernelLaunch) -> AQLQueue:
         """A KERNEL_DISPATCH packet (barrier bit set: it starts after the packets before it finish)."""
         self._flush_pm4()
-        self._packets.append(aql.kernel_dispatch(
-            launch.descriptor_va, launch.kernarg_va, launch.global_size, launch.local_size,
-            max(launch.group_segment_size, launch.descriptor.group_segment_fixed_size), launch.private_segment_size))
+        self._packets.append(aql_dispatch(launch))
+        return self
+
+    def extend(self, packets: Sequence[bytes]) -> AQLQueue:
+        """Queue prebuilt 64-byte AQL packets (a recorded batch) after what is recorded so far."""
+        self._flush_pm4()
+        for packet in packets:
+            if len(packet) != aql.PACKET_SIZE:
+                raise ValueError(f"{self.name}: an AQL packet is {aql.PACKET_SIZE} bytes, got {len(packet)}")
+        self._packets += packets
         return self
 
     @property
@@ -408,6 +437,8 @@ def split_copy(nbytes: int, max_copy: int = sdma.MAX_COPY_SIZE) -> Sequence[tupl
 
 
 __all__ = ["KernelLaunch", "HWQueue", "PM4ComputeQueue", "AQLQueue", "SDMAQueue", "user_sgpr_values", "ring_dwords",
+           "pm4_dispatch", "aql_dispatch", "pm4_signal", "PM4_WAIT_REFERENCE_DWORD", "PM4_SIGNAL_VALUE_DWORD",
+           "SDMA_POLL_VALUE_DWORD", "SDMA_FENCE_VALUE_DWORD",
            "split_copy", "COMPUTE_PGM_LO", "COMPUTE_PGM_RSRC1", "COMPUTE_PGM_RSRC2", "COMPUTE_PGM_RSRC3",
            "COMPUTE_USER_DATA_0", "COMPUTE_NUM_THREAD_X", "COMPUTE_START_X", "COMPUTE_TMPRING_SIZE",
            "COMPUTE_DISPATCH_SCRATCH_BASE_LO", "COMPUTE_RESTART_X", "COMPUTE_RESOURCE_LIMITS", "HDP_FLUSH_REQ",

@@ -19,6 +19,7 @@ modules do not know is an error) and executing them on the fake driver's memory 
 from __future__ import annotations
 
 import struct
+import time
 import weakref
 from dataclasses import dataclass, field
 
@@ -91,6 +92,7 @@ class FakeGpu:
         self.packets: dict[str, int] = {}
         self.dispatches = 0
         self.instructions = 0
+        self.busy_s = 0.0  # host seconds spent executing packets (what a benchmark subtracts to get host overhead)
         self._states: dict[int, _QueueState] = {}  # by queue id
         self._programs: weakref.WeakKeyDictionary[MockBo, MemoryProgram] = weakref.WeakKeyDictionary()
         self._running = False
@@ -119,7 +121,7 @@ class FakeGpu:
         if self._running:  # a doorbell rung from inside execution (never by our own packets) waits for this loop
             return False
         self._running = True
-        any_work = False
+        any_work, start = False, time.perf_counter()
         try:
             with self.fake.lock:
                 while True:
@@ -131,6 +133,7 @@ class FakeGpu:
                     any_work = True
         finally:
             self._running = False
+            self.busy_s += time.perf_counter() - start
         return any_work
 
     def _run_queue(self, st: _QueueState) -> bool:
