@@ -317,6 +317,8 @@ class AMDProgram(Program):
 
     def __del__(self) -> None:
         try:
+            if self.amd.closed:  # its memory went with the device
+                return
             self.amd.synchronize()
             self.amd.memory.free(self.image)
             if self._timing is not None:
@@ -408,12 +410,16 @@ class AMDDevice(CompiledDevice):
 
     def wait(self, ticket: int) -> None:
         """Wait until the submission with `ticket` (what `submit` returned) has finished."""
+        if self.closed:
+            raise RuntimeError(f"{self.name}: the device is closed")
         value = ticket - self._ticket_base
         if value > 0 and self.timeline.signal.value < value:
             self.timeline.signal.wait(value, waiter=self.events, queue=self._last_queue.name)
 
     def synchronize(self) -> None:
         """Wait until every kernel and copy submitted so far has finished (raises "hang detected" on timeout)."""
+        if self.closed:
+            raise RuntimeError(f"{self.name}: the device is closed")
         signal, last = self.timeline.signal, self.timeline.last
         self.timeline.synchronize(self.events, queue=self._last_queue.name)
         if self.timeline.signal is not signal:  # wrapped: every ticket so far is done
