@@ -104,3 +104,41 @@ def test_graph_arguments_are_checked(dev: AMDDevice):
         AMDGraph(dev, [GraphKernel(scale, (out, 3), (2, 1, 1), (64, 1, 1), (2,))], n_inputs=1)
     with pytest.raises(ValueError, match="AMDGraph: a graph needs at least one kernel or copy"):
         AMDGraph(dev, [], n_inputs=0)
+
+
+def test_a_jitted_step_recorded_once_and_replayed_as_one_batch():
+    """The kernels a jit captured on MOCKGPU's AMD device become one graph; replays on new input Buffers equal the
+    CPU."""
+    import os
+
+    from ember.runtime import Buffer, Device
+    from ember.tensor import Tensor, dtypes, jit
+
+    os.environ["MOCKGPU"] = "1"
+    try:
+        dev = Device["AMD"]
+    finally:
+        del os.environ["MOCKGPU"]
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((16, 8)).astype(np.float32)
+
+    def fn(x: Tensor, y: Tensor) -> Tensor:
+        return ((x @ Tensor(w, device=x.device)).relu() + y).softmax(-1).realize()
+
+    step = jit(fn)
+    xs = [rng.standard_normal((4, 16)).astype(np.float32) for _ in range(4)]
+    ys = [rng.standard_normal((4, 8)).astype(np.float32) for _ in range(4)]
+    for x, y in zip(xs[:2], ys[:2]):
+        step(Tensor(x, device="AMD"), Tensor(y, device="AMD"))
+    launches = [(k.program, bufs, k.spec.global_size, k.spec.local_size, ()) if k is not None
+                else (None, bufs, (1,), None, ()) for k, _, bufs in step.captured]
+    inputs = [step.captured[slots[0][0]].bufs[slots[0][1]] for slots in step.input_slots]
+    graph = AMDGraph.from_launches(dev, launches, inputs, profile=True)
+    kernels = sum(k is not None for k, _, _ in step.captured)
+    assert len(graph.jobs) == len(step.captured) and len(graph.prof) == kernels
+    for x, y in zip(xs[2:], ys[2:]):
+        bx = Buffer("AMD", x.size, dtypes.float32).copyin(x)
+        by = Buffer("AMD", y.size, dtypes.float32).copyin(y)
+        graph.exec_buffers([bx, by], wait=True)
+        ref = fn(Tensor(x, device="CPU"), Tensor(y, device="CPU")).numpy()
+        np.testing.assert_allclose(step.result.numpy(), ref, rtol=1e-5, atol=1e-6)

@@ -46,6 +46,7 @@ from ember.amd_runtime.signal import TIMESTAMP_DIVIDER, Signal
 if TYPE_CHECKING:
     from ember.amd_runtime.device import AMDDevice, AMDMemory, AMDProgram
     from ember.amd_runtime.memory import GpuBuffer
+    from ember.runtime import Buffer
 
 @dataclass(frozen=True)
 class GraphKernel:
@@ -68,6 +69,13 @@ class GraphCopy:
 
 
 GraphJob = GraphKernel | GraphCopy
+LaunchRecord = tuple["AMDProgram | None", Sequence["Buffer"], Sequence[int], "Sequence[int] | None", Sequence[int]]
+
+
+def _dims(size: Sequence[int]) -> tuple[int, int, int]:
+    if not 1 <= len(size) <= 3:
+        raise ValueError(f"AMDGraph: launch dimensions {tuple(size)} must be 1 to 3 sizes")
+    return (*size, 1, 1)[:3]  # type: ignore[return-value]
 
 
 @dataclass
@@ -106,6 +114,38 @@ class AMDGraph:
         self._ib_patch: dict[str, int] = {}  # "wait"/"signal" -> dword index in the IB
         self._bind()
         self._done = 0  # the ticket of the last replay (AMDDevice.wait)
+
+    @classmethod
+    def from_launches(cls, device: AMDDevice, launches: Sequence[LaunchRecord], inputs: Sequence[Buffer],
+                      profile: bool = False) -> AMDGraph:
+        """The graph of recorded launches (what a jit captured): each is (program, buffers, global_size,
+        local_size, vals), with program None for a copy (buffers: dest, src). Buffers that are `inputs` (by
+        identity) become input slots; replay with `exec_buffers`."""
+        slot = {id(b): i for i, b in enumerate(inputs)}
+
+        def mem(b: Buffer) -> AMDMemory | int:
+            if id(b) in slot:
+                return slot[id(b)]
+            if b.device.split(":")[0] != "AMD" or b.allocator is not device.allocator:
+                raise NotImplementedError(f"AMDGraph: {b!r} is not memory of {device.name} (graphs spanning "
+                                          "devices are not implemented)")
+            return b.ensure_allocated().raw  # type: ignore[no-any-return]
+
+        jobs: list[GraphJob] = []
+        for program, bufs, global_size, local_size, vals in launches:
+            if program is None:
+                dest, src = bufs
+                if dest.nbytes != src.nbytes:
+                    raise ValueError(f"AMDGraph: copy of {src.nbytes} bytes into {dest.nbytes}")
+                jobs.append(GraphCopy(mem(dest), mem(src), dest.nbytes))
+            else:
+                jobs.append(GraphKernel(program, tuple(mem(b) for b in bufs), _dims(global_size),  # type: ignore
+                                        _dims(local_size or (1,)), tuple(vals)))
+        return cls(device, jobs, len(inputs), profile)
+
+    def exec_buffers(self, inputs: Sequence[Buffer], wait: bool = False) -> float | None:
+        """`exec` on runtime Buffers of this device (allocated if they are not yet)."""
+        return self.exec([b.ensure_allocated().raw for b in inputs], wait)
 
     # ---- recording ---------------------------------------------------------------------------------------------
 
