@@ -86,6 +86,12 @@ def test_buffers_copy_in_out_through_staging_and_between_devices():
     np.testing.assert_array_equal(c.numpy(), data)
 
 
+def test_a_tensor_sharded_over_two_gpus():
+    x = rng.standard_normal((8, 16)).astype(np.float32)
+    t = Tensor(x).shard(("AMD", "AMD:1"), axis=0)
+    np.testing.assert_allclose((t * 2).sum(0).numpy(), (x * 2).sum(0), rtol=1e-5, atol=1e-6)  # an allreduce
+
+
 def test_a_launch_with_vars_and_timing():
     dev = Device["AMD"]
     src = ('extern "C" __attribute__((global)) void __attribute__((amdgpu_flat_work_group_size(1, 64))) '
