@@ -164,30 +164,38 @@ class FakeGpu:
 
     # ---- PM4 -------------------------------------------------------------------------------------------------------
 
+    def _ring_dwords(self, q: MockQueue, start: int, count: int) -> list[int]:
+        """`count` dwords of a dword-addressed ring from dword index `start` (modulo the ring)."""
+        n = q.ring_size // 4
+        first = min(count, n - start % n)
+        raw = self.fake.read(q.ring_va + (start % n) * 4, first * 4, self.gpu_id)
+        if count > first:
+            raw += self.fake.read(q.ring_va, (count - first) * 4, self.gpu_id)
+        return list(struct.unpack(f"<{count}I", raw))
+
     def _run_pm4_queue(self, st: _QueueState) -> bool:
         q, moved = st.queue, False
-        n = q.ring_size // 4
         rptr, wptr = self._ptrs(q)
-        while rptr < wptr or st.ib is not None:
+        dwords = self._ring_dwords(q, rptr, wptr - rptr) if wptr > rptr else []  # what the host published
+        pos = 0
+        while pos < len(dwords) or st.ib is not None:
             if st.ib is not None:
                 if not self._run_ib(st):
                     break
                 moved = True
                 continue
-            hdr = self._u32(q.ring_va + (rptr % n) * 4)
-            size = 1 if (hdr >> 30 == 3 and (hdr >> 8) & 0xFF == pm4.NOP and (hdr >> 16) & 0x3FFF == 0x3FFF) \
-                else ((hdr >> 16) & 0x3FFF) + 2
+            hdr = dwords[pos]
             if hdr >> 30 != 3:
-                raise CommandError(f"gpu 0x{self.gpu_id:x} queue {q.queue_id}: ring dword {rptr} ({hdr:#010x}) is not "
-                                   "a type-3 PM4 packet")
-            if rptr + size > wptr:
-                raise CommandError(f"gpu 0x{self.gpu_id:x} queue {q.queue_id}: the packet at ring dword {rptr} needs "
-                                   f"{size} dwords, the write pointer publishes {wptr - rptr}")
-            dwords = [self._u32(q.ring_va + ((rptr + i) % n) * 4) for i in range(size)]
-            if not self._pm4_packet(st, dwords, 0, in_ib=False):
+                raise CommandError(f"gpu 0x{self.gpu_id:x} queue {q.queue_id}: ring dword {rptr + pos} ({hdr:#010x}) "
+                                   "is not a type-3 PM4 packet")
+            size = self._pm4_size(dwords, pos)
+            if pos + size > len(dwords):
+                raise CommandError(f"gpu 0x{self.gpu_id:x} queue {q.queue_id}: the packet at ring dword {rptr + pos} "
+                                   f"needs {size} dwords, the write pointer publishes {len(dwords) - pos}")
+            if not self._pm4_packet(st, dwords, pos, in_ib=False):
                 break
-            rptr += size
-            self.fake.write_u64(q.rptr_va, rptr, self.gpu_id)
+            pos += size
+            self.fake.write_u64(q.rptr_va, rptr + pos, self.gpu_id)
             moved = True
         return moved
 
