@@ -1,31 +1,39 @@
 """Codegen's disk caches: programs (`cached_program`) and BEAM winners (search.py), keyed by the kernel's text.
 
-Entries live under `$EMBER_CACHE_DIR` (default ~/.cache/ember): `program/<key>.pkl`, `beam/<key>.json`. A key hashes
-the kernel AST's full text, the renderer, the opts asked for, and the fingerprint of codegen itself (the hash of its
-source files), so an edited codegen never reads programs an older one wrote. Entries are written to a temp file and
-renamed into place (a reader sees a whole entry or none); an unreadable entry is a warning and is rebuilt.
+Entries live under `$EMBER_CACHE_DIR` (default ~/.cache/ember): `program/<key>`, `beam/<key>`, each an
+`ember.uops.files` entry (a JSON header holding the key and the payload's sha256, then the payload; written
+atomically; the folder bounded by `EMBER_CACHE_MAX_SIZE`; a folder another user could write is not used). A key
+hashes the kernel AST's full text, the renderer, the opts asked for, and the fingerprint of codegen itself (the hash
+of its source files), so an edited codegen never reads programs an older one wrote.
+
+A program entry is data, never code: its payload is JSON (`program_to_json`) holding the linear UOp program as a flat
+table (ops, dtypes and args by name, floats as hex) and the launch facts. The source is not stored: on a hit the
+renderer renders it again from the program, so whatever is on disk, only source that Ember's renderer wrote is ever
+compiled. An entry that fails verification or decoding is a warning and is rebuilt.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-import os
-import pickle
-import tempfile
+import json
 import warnings
+from enum import Enum
 from pathlib import Path
+from typing import Any
 
 from ember.codegen.pipeline import to_program
-from ember.codegen.program import Opt, ProgramSpec
+from ember.codegen.program import BufferArg, Estimates, Opt, OptOps, ProgramSpec
 from ember.codegen.renderer import Renderer
-from ember.uops import UOp, render, settings
+from ember.uops import AddrSpace, AxisType, DType, Ops, PtrDType, UOp, dtypes, files, render, settings
+
+PROGRAM_FORMAT = 1  # the layout of a program entry's JSON; a change makes older entries miss (it is in the key)
 
 
 @functools.cache
 def fingerprint() -> str:
     """The hash of codegen's own source files."""
-    h = hashlib.sha256()
+    h = hashlib.sha256(f"program format {PROGRAM_FORMAT}".encode())
     for f in sorted(Path(__file__).parent.glob("*.py")):
         h.update(f.name.encode() + b"\0" + f.read_bytes())
     return h.hexdigest()
@@ -39,16 +47,104 @@ def kernel_key(ast: UOp, *parts: object) -> str:
     return h.hexdigest()
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write a cache entry whole or not at all; a cache that cannot be written is a warning."""
+# *** programs as JSON: only whitelisted types are ever built on load ***
+_ENUMS: dict[str, type[Enum]] = {"Ops": Ops, "AxisType": AxisType, "AddrSpace": AddrSpace, "OptOps": OptOps}
+
+
+def _encode_dtype(dt: DType) -> Any:
+    if isinstance(dt, PtrDType):
+        return {"ptr": _encode_dtype(dt.base), "size": dt.size, "space": dt.addrspace.name}
+    return [dt.name, dt.count]
+
+
+def _decode_dtype(x: Any) -> DType:
+    if isinstance(x, dict):
+        return _decode_dtype(x["ptr"]).ptr(int(x["size"]), AddrSpace[x["space"]])
+    name, count = x
+    if not isinstance(name, str) or not isinstance(count, int):
+        raise ValueError(f"not a dtype: {x!r}")
+    return dtypes.from_name(name).vec(count)
+
+
+def _encode_value(v: Any) -> Any:
+    if v is None or isinstance(v, bool | int | str):
+        return v
+    if isinstance(v, float):
+        return {"f": v.hex()}
+    if isinstance(v, tuple | list):
+        return {"t" if isinstance(v, tuple) else "l": [_encode_value(x) for x in v]}
+    if isinstance(v, Enum) and _ENUMS.get(type(v).__name__) is type(v):
+        return {"e": type(v).__name__, "n": v.name}
+    if isinstance(v, DType):
+        return {"d": _encode_dtype(v)}
+    raise TypeError(f"program cache: cannot store a {type(v).__name__} arg")
+
+
+def _decode_value(x: Any) -> Any:
+    if x is None or isinstance(x, bool | int | str):
+        return x
+    if isinstance(x, dict) and len(x) == 1:
+        (kind, v), = x.items()
+        if kind == "f":
+            return float.fromhex(v)
+        if kind in ("t", "l") and isinstance(v, list):
+            items = [_decode_value(i) for i in v]
+            return tuple(items) if kind == "t" else items
+        if kind == "d":
+            return _decode_dtype(v)
+    if isinstance(x, dict) and set(x) == {"e", "n"} and x["e"] in _ENUMS:
+        return _ENUMS[x["e"]][x["n"]]
+    raise ValueError(f"not a stored value: {str(x)[:80]}")
+
+
+def program_to_json(spec: ProgramSpec) -> bytes:
+    """The program as JSON data (everything but the source, which the renderer rebuilds); TypeError for an arg the
+    format cannot hold."""
+    index: dict[UOp, int] = {}
+    table: list[list[Any]] = []
+    for root in (*spec.uops, *spec.vars):
+        for u in root.toposort(gate=lambda x: x not in index):
+            index[u] = len(table)
+            table.append([u.op.name, _encode_dtype(u.dtype), [index[s] for s in u.src], _encode_value(u.arg),
+                          _encode_value(u.tag)])
+    e = spec.estimates
+    doc = {"format": PROGRAM_FORMAT, "name": spec.name, "table": table, "program": [index[u] for u in spec.uops],
+           "vars": [index[u] for u in spec.vars],
+           "bufs": [[b.slot, _encode_dtype(b.dtype), b.size, b.written] for b in spec.bufs],
+           "global_size": list(spec.global_size),
+           "local_size": None if spec.local_size is None else list(spec.local_size),
+           "estimates": [e.flops, e.bytes_read, e.bytes_written],
+           "opts": [[o.op.name, o.axis, o.amount] for o in spec.applied_opts]}
+    return json.dumps(doc, separators=(",", ":"), allow_nan=False).encode()
+
+
+def program_from_json(data: bytes, renderer: Renderer) -> ProgramSpec:
+    """The ProgramSpec a `program_to_json` payload describes, its source rendered by `renderer`; ValueError when the
+    payload is not such a program."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except OSError as e:
-        warnings.warn(f"codegen cache: cannot write {path}: {e}", stacklevel=3)
+        doc = json.loads(data)
+        if doc["format"] != PROGRAM_FORMAT:
+            raise ValueError(f"format {doc['format']!r}, expected {PROGRAM_FORMAT}")
+        nodes: list[UOp] = []
+        for op, dt, src, arg, tag in doc["table"]:
+            if any(not isinstance(i, int) or not 0 <= i < len(nodes) for i in src):
+                raise ValueError("a source index out of order")
+            nodes.append(UOp(Ops[op], _decode_dtype(dt), tuple(nodes[i] for i in src), _decode_value(arg),
+                             _decode_value(tag)))
+        uops = tuple(nodes[i] for i in doc["program"])
+        name = doc["name"]
+        if not isinstance(name, str):
+            raise ValueError("the name is not a string")
+        bufs = tuple(BufferArg(int(slot), _decode_dtype(dt), int(size), bool(written))
+                     for slot, dt, size, written in doc["bufs"])
+        local = doc["local_size"]
+        return ProgramSpec(name, renderer.render(name, uops), uops, bufs, tuple(nodes[i] for i in doc["vars"]),
+                           tuple(int(x) for x in doc["global_size"]),
+                           None if local is None else tuple(int(x) for x in local),
+                           Estimates(*(int(x) for x in doc["estimates"])),
+                           tuple(Opt(OptOps[op], int(axis), int(amount)) for op, axis, amount in doc["opts"]))
+    except Exception as e:  # noqa: BLE001 - whatever the data makes our constructors or renderer raise: not a program
+        raise ValueError(f"not a program ({type(e).__name__}: {e})") from None
 
 
 def _renderer_id(renderer: Renderer) -> str:
@@ -60,47 +156,49 @@ def _renderer_id(renderer: Renderer) -> str:
            f"{renderer.mask_itemsize} {sorted(op.name for op in renderer.mask_alu)}"
 
 
-def _program_path(ast: UOp, renderer: Renderer, opts: list[Opt] | None) -> Path | None:
-    """Where the program of this kernel is cached; None under NOOPT (what `opts=None` means then depends on the
-    environment: not cached)."""
-    if settings.NOOPT.value:
+def _program_path(ast: UOp, renderer: Renderer, opts: list[Opt] | None) -> tuple[Path, str] | None:
+    """Where the program of this kernel is cached, and its key; None under NOOPT (what `opts=None` means then
+    depends on the environment: not cached) or when the cache folder is refused."""
+    if settings.NOOPT.value or (folder := files.cache_folder("program")) is None:
         return None
-    return settings.cache_root() / "program" / f"{kernel_key(ast, _renderer_id(renderer), opts)}.pkl"
+    key = kernel_key(ast, _renderer_id(renderer), opts)
+    return folder / key, key
 
 
-def _read_program(path: Path | None) -> ProgramSpec | None:
-    if path is None or not settings.CACHE.value:
+def _read_program(where: tuple[Path, str] | None, renderer: Renderer) -> ProgramSpec | None:
+    if where is None or not settings.CACHE.value:
+        return None
+    path, key = where
+    if (entry := files.read_entry(path, key)) is None:
         return None
     try:
-        spec = pickle.loads(path.read_bytes())
-        if isinstance(spec, ProgramSpec):
-            return spec
-        raise TypeError(f"not a ProgramSpec: {type(spec).__name__}")
-    except FileNotFoundError:
-        return None
-    except Exception as e:  # noqa: BLE001 - any unreadable entry is rebuilt
+        return program_from_json(entry.payload, renderer)
+    except ValueError as e:
         warnings.warn(f"codegen cache: {path} is unreadable ({e}); building the program again", stacklevel=3)
+        path.unlink(missing_ok=True)
         return None
 
 
 def load_program(ast: UOp, renderer: Renderer, opts: list[Opt] | None = None) -> ProgramSpec | None:
     """The program `cached_program` would return, if an identical kernel was built before (in any process); else
     None (also with `CACHE=0` or NOOPT). Cheap: callers use it to find the kernels that need a codegen."""
-    return _read_program(_program_path(ast, renderer, opts))
+    return _read_program(_program_path(ast, renderer, opts), renderer)
 
 
 def cached_program(ast: UOp, renderer: Renderer, opts: list[Opt] | None = None) -> ProgramSpec:
     """`to_program(ast, renderer, opts)`, read from the disk cache when an identical kernel was built before (in any
     process). `CACHE=0` skips reading (entries are still written), like the compile cache."""
-    path = _program_path(ast, renderer, opts)
-    if (spec := _read_program(path)) is not None:
+    where = _program_path(ast, renderer, opts)
+    if (spec := _read_program(where, renderer)) is not None:
         return spec
     spec = to_program(ast, renderer, opts)
-    if path is None:
+    if where is None:
         return spec
     try:
-        data = pickle.dumps(spec, protocol=pickle.HIGHEST_PROTOCOL)
-    except RecursionError:  # a program too deep to pickle is rebuilt each time
+        data = program_to_json(spec)
+        if program_from_json(data, renderer).src != spec.src:  # (a renderer whose output is not its program's alone)
+            return spec
+    except (TypeError, ValueError, RecursionError):  # an arg the format cannot hold: built again each time
         return spec
-    write_atomic(path, data)
+    files.write_entry(where[0], where[1], data, {"kind": "program"})
     return spec

@@ -4,9 +4,10 @@
 list in the beam by one opt (each UPCAST / UNROLL / PARTIAL amount that divides an axis, THREAD once; on GPUs each
 LOCAL / GROUP / GROUPTOP amount that fits a workgroup), times the
 new kernels with `time_fn` (seconds, inf for a kernel that fails), and keeps the `width` fastest. It stops when a
-round finds nothing faster or the time budget is spent. The winner is written to `$EMBER_CACHE_DIR/beam/<key>.json`
-(atomically, see cache.py); a later search of the same kernel for the same device key and width,
-in any process, reads it back without timing anything, so a cached run is deterministic.
+round finds nothing faster or the time budget is spent. The winner is written to `$EMBER_CACHE_DIR/beam/<key>`
+(an `ember.uops.files` entry: JSON, verified against its key, see cache.py); a later search of the same kernel for the
+same device key and width, in any process, reads it back without timing anything, so a cached run is deterministic.
+A cached opt list that does not apply to its kernel (edited, or written for another) is a warning and searched again.
 
 The device side stays outside codegen: the caller's `time_fn` compiles and launches a ProgramSpec (the tensor
 engine does this on scratch buffers when `BEAM=n` is set).
@@ -21,21 +22,22 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
-from ember.codegen.cache import kernel_key, write_atomic
+from ember.codegen.cache import kernel_key
 from ember.codegen.gpudims import THREAD_KINDS
 from ember.codegen.heuristic import hand_coded_opts
 from ember.codegen.opt import KernelOptError, apply_opts, kernel_ranges, range_size
 from ember.codegen.pipeline import to_program
 from ember.codegen.program import Opt, OptOps, ProgramSpec
 from ember.codegen.renderer import Renderer
-from ember.uops import AxisType, Ops, UOp, settings
+from ember.uops import AxisType, Ops, UOp, files, settings
 
 MAX_EXPANSION = 256  # most copies the UPCAST / UNROLL / PARTIAL axes of one kernel may expand into
 timed = 0  # candidates timed in this process (a search answered by the cache times none)
 
 
 def cache_path(ast: UOp, device_key: str, width: int) -> Path:
-    return settings.cache_root() / "beam" / f"{kernel_key(ast, device_key, width)}.json"
+    """Where the BEAM winner of `ast` for `device_key` and `width` is cached."""
+    return settings.cache_root() / "beam" / kernel_key(ast, device_key, width)
 
 
 def _expansion(ast: UOp) -> int:
@@ -81,19 +83,28 @@ def actions(ast: UOp, renderer: Renderer) -> list[Opt]:
     return out
 
 
-def _read(path: Path) -> list[Opt] | None:
-    try:
-        data = json.loads(path.read_text())
-        return [Opt(OptOps[op], int(axis), int(amount)) for op, axis, amount in data["opts"]]
-    except FileNotFoundError:
+def _read(path: Path, ast: UOp, renderer: Renderer) -> list[Opt] | None:
+    if files.cache_folder("beam") is None:
         return None
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        warnings.warn(f"BEAM cache: {path} is unreadable ({e}); searching again", stacklevel=3)
+    if (entry := files.read_entry(path, path.name)) is None:
+        return None
+    try:
+        data = json.loads(entry.payload)
+        opts = [Opt(OptOps[op], int(axis), int(amount)) for op, axis, amount in data["opts"]]
+        to_program(ast, renderer, opts)  # the opts must fit this kernel and target
+        return opts
+    except (ValueError, KeyError, TypeError, KernelOptError) as e:
+        warnings.warn(f"BEAM cache: {path} is unreadable or does not fit its kernel ({type(e).__name__}: {e}); "
+                      "searching again", stacklevel=3)
+        path.unlink(missing_ok=True)
         return None
 
 
 def _write(path: Path, opts: list[Opt], seconds: float) -> None:
-    write_atomic(path, json.dumps({"opts": [[o.op.name, o.axis, o.amount] for o in opts], "seconds": seconds}).encode())
+    if files.cache_folder("beam") is None:
+        return
+    payload = json.dumps({"opts": [[o.op.name, o.axis, o.amount] for o in opts], "seconds": seconds}).encode()
+    files.write_entry(path, path.name, payload, {"kind": "beam"})
 
 
 def beam_search(ast: UOp, renderer: Renderer, time_fn: Callable[[ProgramSpec], float], width: int,
@@ -102,7 +113,7 @@ def beam_search(ast: UOp, renderer: Renderer, time_fn: Callable[[ProgramSpec], f
     if width < 1:
         raise ValueError(f"beam_search: width must be >= 1, got {width}")
     path = cache_path(ast, device_key or renderer.device, width)
-    if (cached := _read(path)) is not None:
+    if (cached := _read(path, ast, renderer)) is not None:
         return cached
     start = time.perf_counter()
     seen: dict[tuple[Opt, ...], float] = {}

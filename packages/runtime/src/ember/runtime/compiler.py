@@ -1,27 +1,24 @@
 """`Compiler`: source to a device binary, with an on-disk cache keyed by the source hash.
 
-Cache entries live in `$EMBER_CACHE_DIR/compile/` (default `~/.cache/ember/compile/`), one file per key:
-    magic (4 bytes) | sha256(payload) (32 bytes) | len(payload) (8 bytes, little endian) | payload
-written to a temp file in the same folder, fsynced, then `os.replace`d into place, so a reader sees a whole entry
-or none. The magic `EMBC` marks a library; `EMBR` a reference, whose payload is the file name of the library entry
-(`lib-<sha256>`) that a batch compiled this source into. An entry whose header does not match its payload
-(truncated, flipped bits) is deleted and rebuilt, and so is a reference whose library is gone.
+Cache entries live in `$EMBER_CACHE_DIR/compile/` (default `~/.cache/ember/compile/`), one file per key (the hash of
+the compiler's cachekey, its flags and the source), each an `ember.uops.files` entry: data that cannot execute on
+load, holding its key and its payload's sha256, written atomically, the folder bounded by `EMBER_CACHE_MAX_SIZE`.
+The entry's meta says what the payload is: `{"kind": "library"}` the compiled bytes, `{"kind": "reference",
+"library": "lib-<sha256>"}` a pointer to the library entry that a batch compiled this source into. An entry that
+fails verification (another key, truncated, flipped bits), a library the compiler does not recognise as its own
+output (`Compiler.check_binary`, e.g. not an ELF shared object for the CPU), or a reference whose library is gone is
+deleted and rebuilt, with a warning. A cache folder another user could write is not used (see ember.uops.files).
 `CACHE=0` skips reading the cache (entries are still written).
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
-from ember.uops import settings
-
-_MAGIC, _REF_MAGIC = b"EMBC", b"EMBR"
-_HEADER = len(_MAGIC) + 32 + 8
+from ember.uops import files, settings
 
 
 class CompileError(RuntimeError):
@@ -31,6 +28,11 @@ class CompileError(RuntimeError):
 def cache_dir() -> Path:
     """The folder of compiled-program cache entries (`$EMBER_CACHE_DIR/compile`, default ~/.cache/ember/compile)."""
     return settings.cache_root() / "compile"
+
+
+def _usable_cache_dir() -> Path | None:
+    """cache_dir(), made private if missing; None (a warning) when it is refused or cannot be made."""
+    return files.cache_folder("compile")
 
 
 def _cache_reads_enabled() -> bool:
@@ -62,38 +64,72 @@ class Compiler:
         A rejected batch raises CompileError."""
         raise NotImplementedError(f"{type(self).__name__}: compile_batch is not implemented (batches is False)")
 
-    def cache_path(self, src: str) -> Path:
-        """Where the cache entry of `src` lives."""
+    def check_binary(self, lib: bytes) -> None:
+        """Raise ValueError when `lib` cannot be this compiler's output (a cached library is checked before use);
+        the base class accepts anything."""
+
+    def cache_key(self, src: str) -> str:
+        """The key of `src`'s cache entry: the hash of the cachekey, the flags and the source."""
         h = hashlib.sha256()
         for part in (self.cachekey or "", *self.flags, src):
             h.update(part.encode())
             h.update(b"\0")
-        return cache_dir() / h.hexdigest()
+        return h.hexdigest()
+
+    def cache_path(self, src: str) -> Path:
+        """Where the cache entry of `src` lives."""
+        return cache_dir() / self.cache_key(src)
 
     def compile_cached(self, src: str) -> bytes:
         """`compile(src)`, reusing the result of an earlier compile of the same source (in any process)."""
-        if self.cachekey is None:
+        if self.cachekey is None or (folder := _usable_cache_dir()) is None:
             return self.compile(src)
-        path = self.cache_path(src)
-        if _cache_reads_enabled() and (lib := _read_entry(path)) is not None:
+        key = self.cache_key(src)
+        if _cache_reads_enabled() and (lib := self._read(folder, key)) is not None:
             return lib
         lib = self.compile(src)
-        _write_entry(path, lib)
+        files.write_entry(folder / key, key, lib, {"kind": "library"})
         return lib
+
+    def _read(self, folder: Path, key: str, follow: bool = True) -> bytes | None:
+        """The library of the entry `key` (through its reference), None if there is none or it is refused (deleted,
+        with a warning, so that the caller's compile replaces it)."""
+        path = folder / key
+        if (entry := files.read_entry(path, key)) is None:
+            return None
+        kind = entry.meta.get("kind")
+        if kind == "library":
+            try:
+                self.check_binary(entry.payload)
+            except ValueError as e:
+                warnings.warn(f"compile cache: {path} is corrupt ({e}); deleting it and compiling again",
+                              stacklevel=3)
+                path.unlink(missing_ok=True)
+                return None
+            return entry.payload
+        target = entry.meta.get("library")
+        if kind == "reference" and follow and isinstance(target, str) and target.startswith("lib-") and \
+                "/" not in target and (lib := self._read(folder, target, False)) is not None:
+            return lib
+        if kind != "reference":
+            warnings.warn(f"compile cache: {path} is corrupt (an entry of kind {kind!r}); deleting it and compiling "
+                          "again", stacklevel=3)
+        path.unlink(missing_ok=True)  # its library is gone: the source compiles again
+        return None
 
     def compile_cached_many(self, programs: Sequence[tuple[str, str]]) -> list[bytes]:
         """`compile_cached(src)` of each (function name, src) program, in order. When the compiler batches, the
         sources not in the cache are compiled together (in batches of distinct function names), each cache entry
         then referring to its batch's library; a batch the compiler rejects is compiled source by source, so the
         error names the source at fault."""
-        if not self.batches or self.cachekey is None:
+        if not self.batches or self.cachekey is None or (folder := _usable_cache_dir()) is None:
             return [self.compile_cached(src) for _, src in programs]
         libs: dict[str, bytes] = {}
         todo: dict[str, str] = {}  # src -> name, the sources to compile (each once)
         for name, src in programs:
             if src in libs or src in todo:
                 continue
-            if _cache_reads_enabled() and (lib := _read_entry(self.cache_path(src))) is not None:
+            if _cache_reads_enabled() and (lib := self._read(folder, self.cache_key(src))) is not None:
                 libs[src] = lib
             else:
                 todo[src] = name
@@ -107,9 +143,10 @@ class Compiler:
                 libs.update((src, self.compile_cached(src)) for src in batch)
                 continue
             lib_name = f"lib-{hashlib.sha256(lib).hexdigest()}"
-            _write_entry(cache_dir() / lib_name, lib)
+            files.write_entry(folder / lib_name, lib_name, lib, {"kind": "library"})
             for src in batch:
-                _write_entry(self.cache_path(src), lib_name.encode(), magic=_REF_MAGIC)
+                key = self.cache_key(src)
+                files.write_entry(folder / key, key, b"", {"kind": "reference", "library": lib_name})
                 libs[src] = lib
         return [libs[src] for _, src in programs]
 
@@ -124,48 +161,3 @@ def _distinct_names(todo: dict[str, str]) -> list[list[str]]:
         batch[0].add(name)
         batch[1].append(src)
     return [srcs for _, srcs in batches]
-
-
-def _read_entry(path: Path, follow: bool = True) -> bytes | None:
-    """The library of a cache entry (through its reference), None if there is none; a corrupt entry, or a
-    reference to a missing library, is deleted (and None returned)."""
-    try:
-        data = path.read_bytes()
-    except (FileNotFoundError, NotADirectoryError):
-        return None
-    except OSError as e:
-        warnings.warn(f"compile cache: cannot read {path}: {e}", stacklevel=3)
-        return None
-    payload, magic = data[_HEADER:], data[:len(_MAGIC)]
-    header_ok = len(data) >= _HEADER and magic in (_MAGIC, _REF_MAGIC) and \
-        int.from_bytes(data[_HEADER - 8:_HEADER], "little") == len(payload)
-    if header_ok and hashlib.sha256(payload).digest() == data[len(_MAGIC):_HEADER - 8]:
-        if magic == _MAGIC:
-            return payload
-        target = payload.decode(errors="replace")
-        if follow and target.startswith("lib-") and (lib := _read_entry(path.parent / target, False)) is not None:
-            return lib
-        path.unlink(missing_ok=True)  # its library is gone: the source compiles again
-        return None
-    warnings.warn(f"compile cache: {path} is corrupt ({len(data)} bytes); deleting it and compiling again",
-                  stacklevel=3)
-    path.unlink(missing_ok=True)
-    return None
-
-
-def _write_entry(path: Path, payload: bytes, magic: bytes = _MAGIC) -> None:
-    """Write a cache entry atomically; a cache that cannot be written is a warning, not an error."""
-    data = magic + hashlib.sha256(payload).digest() + len(payload).to_bytes(8, "little") + payload
-    tmp = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError as e:
-        warnings.warn(f"compile cache: cannot write {path}: {e}", stacklevel=3)
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)

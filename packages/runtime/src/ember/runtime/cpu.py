@@ -163,6 +163,13 @@ class CPUCompiler(Compiler):
     def compile_batch(self, srcs: Sequence[str]) -> bytes:
         return self.compile("\n".join(srcs))
 
+    def check_binary(self, lib: bytes) -> None:
+        """A cached library must be what `compile` makes: a 64-bit ELF shared object (e_type ET_DYN)."""
+        if len(lib) < 64 or lib[:4] != b"\x7fELF":
+            raise ValueError("not an ELF file")
+        if lib[4] != 2 or int.from_bytes(lib[16:18], "little" if lib[5] == 1 else "big") != 3:
+            raise ValueError("not a 64-bit ELF shared object")
+
     def compile(self, src: str) -> bytes:
         with tempfile.TemporaryDirectory(prefix="ember-cc-") as tmp:
             (Path(tmp) / "kernel.c").write_text(src)

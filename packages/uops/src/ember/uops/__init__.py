@@ -3,7 +3,7 @@ math, and per-stage verifiers. Every other Ember package builds on this one."""
 
 __version__ = "0.5.0"
 
-from ember.uops import settings  # noqa: E402
+from ember.uops import files, settings  # noqa: E402
 from ember.uops.dtype import (  # noqa: E402
                               AddrSpace,
                               DType,
@@ -31,5 +31,5 @@ __all__ = [
     "to_numpy_dtype", "truncate", "gradient", "pm_gradient", "movement_index", "view_index", "ElementwiseMixin",
     "GroupOp", "Ops", "UOp", "render", "render_expr", "shard_bounds", "shard_shape",
     "PatternMatcher", "RewriteLoopError", "UPat", "graph_rewrite", "broadcast_shape", "prod", "sint", "SpecError",
-    "verify", "exec_alu", "linear_terms", "symbolic", "symbolic_simple", "gate_loads", "pm_divmod", "settings",
+    "verify", "exec_alu", "linear_terms", "symbolic", "symbolic_simple", "gate_loads", "pm_divmod", "settings", "files",
 ]

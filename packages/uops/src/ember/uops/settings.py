@@ -101,13 +101,32 @@ OMP_NUM_THREADS = Flag("OMP_NUM_THREADS", lambda: os.cpu_count() or 1, _omp_thre
                        "threads of a CPU kernel's THREAD loop (OpenMP's variable, first level; default: every core)")
 EMBER_CACHE_DIR = Flag("EMBER_CACHE_DIR", lambda: str(Path.home() / ".cache" / "ember"), _str,
                        "the root of Ember's on-disk caches")
+
+
+def _size(raw: str) -> int:
+    units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+    text = raw.strip().upper().removesuffix("B").removesuffix("I")
+    number, unit = (text[:-1], text[-1]) if text and text[-1] in units else (text, "")
+    try:
+        n = int(float(number) * units[unit])
+    except ValueError:
+        raise ValueError("expected a size in bytes, e.g. 500M, 4G or 1048576") from None
+    if n < 0:
+        raise ValueError("expected a size >= 0")
+    return n
+
+
+EMBER_CACHE_MAX_SIZE = Flag("EMBER_CACHE_MAX_SIZE", 4 << 30, _size,
+                            "the most bytes one cache folder (compile, program, beam, ...) holds: beyond it the least "
+                            "recently used entries are deleted (e.g. 500M, 4G; default 4G)")
 MULTI_ALLREDUCE = Flag("MULTI_ALLREDUCE", "", _choice("naive", "ring"),
                        "the allreduce of the multi-device stage: naive or ring (empty: by size and device count)")
 RING_ALLREDUCE_THRESHOLD = Flag("RING_ALLREDUCE_THRESHOLD", 4 << 20, _int(0),
                                 "bytes from which an automatic allreduce over 3 or more devices is a ring")
 
 FLAGS: dict[str, Flag[Any]] = {f.name: f for f in (DEBUG, BEAM, NOOPT, TC, SPEC, CACHE, CODEGEN_WORKERS, DEV, CC,
-                                                      OMP_NUM_THREADS, EMBER_CACHE_DIR, MULTI_ALLREDUCE,
+                                                      OMP_NUM_THREADS, EMBER_CACHE_DIR, EMBER_CACHE_MAX_SIZE,
+                                                      MULTI_ALLREDUCE,
                                                       RING_ALLREDUCE_THRESHOLD)}
 
 
@@ -149,5 +168,6 @@ def cache_root() -> Path:
 
 
 __all__ = ["Flag", "Context", "environ", "cache_root", "FLAGS", "DEBUG", "BEAM", "NOOPT", "TC", "SPEC", "CACHE",
-           "CODEGEN_WORKERS", "DEV", "CC", "OMP_NUM_THREADS", "EMBER_CACHE_DIR", "MULTI_ALLREDUCE",
+           "CODEGEN_WORKERS", "DEV", "CC", "OMP_NUM_THREADS", "EMBER_CACHE_DIR", "EMBER_CACHE_MAX_SIZE",
+           "MULTI_ALLREDUCE",
            "RING_ALLREDUCE_THRESHOLD"]

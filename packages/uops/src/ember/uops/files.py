@@ -1,0 +1,353 @@
+"""Files: where every cache lives, how every cache entry and checkpoint file is written, and when an entry is trusted.
+
+- `cache_folder(name)`: `cache_root()/name`, each folder created 0700 whatever the umask; None (no cache, with one
+  warning) when the root or the folder is not a folder owned by this user, or is writable by group or others.
+- `atomic_write(path, data)`, `atomic_open(path)`, `atomic_folder(path)`: the data goes to a temp beside the target
+  (`.<name>.<pid>.ember-tmp-*`), is fsynced and renamed into place, so a reader or a crash sees the old or the new
+  whole; the temp is removed on any error. `remove_stale_temps(folder)` removes the temps of dead processes (a write
+  killed half way).
+- `write_entry(path, key, payload, meta)` / `read_entry(path, key)`: a cache entry is data that cannot execute on
+  load: a magic line, one JSON header line (the entry's key, the payload's size and sha256, `meta`) and the raw
+  payload. A read checks all of it; an entry that fails (another key, an edited or truncated payload, no header) is
+  a warning, is deleted, and reads as None (the caller rebuilds it).
+- Bounded: after a write, a cache folder larger than `EMBER_CACHE_MAX_SIZE` loses its least recently used entries (a
+  read refreshes an entry's modification time).
+
+    folder = cache_folder("compile")              # None: no cache (CACHE=0 is the caller's business)
+    write_entry(folder / key, key, lib, {"kind": "library"})
+    entry = read_entry(folder / key, key)          # Entry(meta, payload) or None
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import stat
+import tempfile
+import threading
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from ember.uops import settings
+
+TEMP_MARK = ".ember-tmp-"  # in the name of every temp this module makes: what remove_stale_temps looks for
+ENTRY_MAGIC = b"EMBER-CACHE-ENTRY 1\n"
+_MAX_HEADER = 1 << 20  # bytes of the JSON header line, at most
+
+
+class UnsafeFolderError(PermissionError):
+    """A cache folder another user could write (or that is not a folder of this user): refused."""
+
+
+# *** folders ***
+def _check_private(path: Path) -> None:
+    st = os.stat(path)
+    if not stat.S_ISDIR(st.st_mode):
+        raise UnsafeFolderError(f"{path} is not a folder")
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        raise UnsafeFolderError(f"{path} is owned by uid {st.st_uid}, not by this user (uid {os.getuid()})")
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise UnsafeFolderError(f"{path} is writable by group or others (mode {stat.S_IMODE(st.st_mode):04o}); "
+                                f"`chmod go-w {path}` or set EMBER_CACHE_DIR to a private folder")
+
+
+def make_private_folder(path: str | os.PathLike[str]) -> Path:
+    """`path` as a folder of this user that nobody else can write: missing folders (parents too) are created with mode
+    0700 whatever the umask (as ssh and pip do); an existing one is checked. Raises UnsafeFolderError when it is not
+    ours or group/others can write it, OSError when it cannot be created."""
+    path = Path(path).expanduser()
+    missing: list[Path] = []
+    p = path
+    while not p.exists() and p != p.parent:
+        missing.append(p)
+        p = p.parent
+    for folder in reversed(missing):
+        try:
+            folder.mkdir(mode=0o700)
+        except FileExistsError:
+            continue  # made by a concurrent process; checked below like any existing folder
+        os.chmod(folder, 0o700)  # mkdir's mode is masked by the umask
+    _check_private(path)
+    return path
+
+
+_warned: set[tuple[str, str]] = set()
+_warned_lock = threading.Lock()
+
+
+def _warn_once(where: str, message: str) -> None:
+    with _warned_lock:
+        if (where, message) in _warned:
+            return
+        _warned.add((where, message))
+    warnings.warn(message, stacklevel=3)
+
+
+def cache_folder(name: str) -> Path | None:
+    """The folder of cache `name` under `cache_root()` (`EMBER_CACHE_DIR`, default ~/.cache/ember), made private if
+    missing; None, with a warning, when the root or the folder is refused (see make_private_folder) or cannot be made:
+    the caller then works without that cache."""
+    root = settings.cache_root()
+    try:
+        make_private_folder(root)
+        return make_private_folder(root / name)
+    except OSError as e:  # UnsafeFolderError included
+        _warn_once(str(root / name), f"ember cache: cannot write or trust {root / name} ({e}); running without "
+                                     "this cache")
+        return None
+
+
+# *** atomic writes ***
+def _temp_prefix(target: Path) -> str:
+    return f".{target.name}.{os.getpid()}{TEMP_MARK}"
+
+
+def _fsync_folder(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some file systems cannot fsync a folder; the rename is still atomic
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def atomic_open(path: str | os.PathLike[str], mode: str = "wb", *, file_mode: int | None = None,
+                **kwargs: Any) -> Iterator[IO[Any]]:
+    """A file whose contents replace `path` when the block exits cleanly (flushed, fsynced, renamed); on an exception
+    the temp is removed and `path` is untouched. `file_mode` sets the file's permissions (default: as the umask
+    gives, like `open`).
+
+        with atomic_open(path, "w") as f:
+            f.write(text)"""
+    if "w" not in mode:
+        raise ValueError(f"atomic_open: mode must write ('w' or 'wb'), got {mode!r}")
+    target = Path(path)
+    folder = target.parent
+    if not folder.is_dir():
+        raise FileNotFoundError(f"folder {str(folder)!r} of {str(target)!r} does not exist")
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=_temp_prefix(target), suffix=".tmp")
+    try:
+        if file_mode is None:  # mkstemp makes 0600: give the file the mode `open` would
+            umask = os.umask(0)
+            os.umask(umask)
+            file_mode = 0o666 & ~umask
+        os.chmod(tmp, file_mode)
+        with os.fdopen(fd, mode, **kwargs) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    _fsync_folder(folder)
+
+
+def atomic_write(path: str | os.PathLike[str], data: bytes | str, *, file_mode: int | None = None) -> None:
+    """Replace `path` by `data` (a str is written as UTF-8) atomically; see atomic_open."""
+    with atomic_open(path, "wb", file_mode=file_mode) as f:
+        f.write(data.encode("utf-8") if isinstance(data, str) else data)
+
+
+@contextlib.contextmanager
+def atomic_folder(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """A temp folder beside `path` to fill; when the block exits cleanly its files are fsynced and it replaces `path`
+    (an existing `path` is removed first); on an exception it is removed and `path` is untouched.
+
+        with atomic_folder(ckpt_dir / "step_00000010") as tmp:
+            (tmp / "state.json").write_text(...)"""
+    target = Path(path)
+    if not target.parent.is_dir():
+        raise FileNotFoundError(f"folder {str(target.parent)!r} of {str(target)!r} does not exist")
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=_temp_prefix(target)))
+    try:
+        yield tmp
+        for f in tmp.rglob("*"):
+            if f.is_file():
+                with open(f, "rb") as fh:
+                    os.fsync(fh.fileno())
+        _fsync_folder(tmp)
+        if target.is_dir() and not target.is_symlink():
+            shutil.rmtree(target)
+        os.replace(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _fsync_folder(target.parent)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process: alive
+    return True
+
+
+def remove_stale_temps(folder: str | os.PathLike[str]) -> list[Path]:
+    """Remove the temps (files and folders) that writes of this module left in `folder` when their process died (a
+    killed checkpoint write); a temp of a live process is kept. Returns what was removed."""
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(folder))
+    except (FileNotFoundError, NotADirectoryError):
+        return removed
+    for e in entries:
+        if not e.name.startswith(".") or TEMP_MARK not in e.name:
+            continue
+        pid_text = e.name[:e.name.index(TEMP_MARK)].rsplit(".", 1)[-1]
+        if pid_text.isdigit() and int(pid_text) != os.getpid() and _pid_alive(int(pid_text)):
+            continue
+        if pid_text.isdigit() and int(pid_text) == os.getpid():
+            continue  # one of this process's writes in flight
+        path = Path(e.path)
+        if e.is_dir(follow_symlinks=False):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+        removed.append(path)
+    return removed
+
+
+# *** cache entries ***
+@dataclass(frozen=True)
+class Entry:
+    """A verified cache entry: the writer's `meta` (JSON data) and the payload bytes."""
+
+    meta: dict[str, Any]
+    payload: bytes
+
+
+def encode_entry(key: str, payload: bytes, meta: dict[str, Any] | None = None) -> bytes:
+    """The bytes of a cache entry (see the module doc)."""
+    header = {"key": key, "size": len(payload), "sha256": hashlib.sha256(payload).hexdigest(), "meta": meta or {}}
+    return ENTRY_MAGIC + json.dumps(header, sort_keys=True, separators=(",", ":")).encode() + b"\n" + payload
+
+
+def decode_entry(data: bytes, key: str) -> Entry:
+    """The entry in `data` when it is well formed and written for `key`; else ValueError saying what is wrong."""
+    if not data.startswith(ENTRY_MAGIC):
+        raise ValueError("not an Ember cache entry (no magic line)")
+    end = data.find(b"\n", len(ENTRY_MAGIC), len(ENTRY_MAGIC) + _MAX_HEADER)
+    if end < 0:
+        raise ValueError("no header line")
+    try:
+        header = json.loads(data[len(ENTRY_MAGIC):end])
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"the header is not JSON ({e})") from None
+    if not isinstance(header, dict) or not isinstance(header.get("meta"), dict):
+        raise ValueError("the header is not an entry header")
+    if header.get("key") != key:
+        raise ValueError(f"it was written for the key {str(header.get('key'))[:80]!r}, not {key[:80]!r}")
+    payload = data[end + 1:]
+    if header.get("size") != len(payload):
+        raise ValueError(f"the payload has {len(payload)} bytes, the header says {header.get('size')!r}")
+    if header.get("sha256") != hashlib.sha256(payload).hexdigest():
+        raise ValueError("the payload does not match its sha256 (edited or corrupt)")
+    return Entry(header["meta"], payload)
+
+
+def read_entry(path: str | os.PathLike[str], key: str) -> Entry | None:
+    """The verified entry at `path` written for `key`, or None: no entry, or one that fails verification (a warning;
+    the file is deleted so that the caller's rebuild replaces it). A hit counts as a use for the LRU bound."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as e:
+        warnings.warn(f"ember cache: cannot read {path}: {e}", stacklevel=2)
+        return None
+    try:
+        entry = decode_entry(data, key)
+    except ValueError as e:
+        warnings.warn(f"ember cache: {path} is corrupt or unreadable ({e}); deleting it and building it again",
+                      stacklevel=2)
+        path.unlink(missing_ok=True)
+        return None
+    with contextlib.suppress(OSError):
+        os.utime(path)  # most recently used
+    return entry
+
+
+def write_entry(path: str | os.PathLike[str], key: str, payload: bytes, meta: dict[str, Any] | None = None) -> bool:
+    """Write a cache entry atomically (mode 0600), then keep its folder within `EMBER_CACHE_MAX_SIZE`. A cache that
+    cannot be written is a warning, not an error: returns whether the entry was written."""
+    path = Path(path)
+    try:
+        atomic_write(path, encode_entry(key, payload, meta), file_mode=0o600)
+    except OSError as e:
+        warnings.warn(f"ember cache: cannot write {path}: {e}", stacklevel=2)
+        return False
+    _account(path.parent, path.stat().st_size if path.exists() else 0)
+    return True
+
+
+# *** the size bound ***
+_sizes: dict[Path, int] = {}  # a folder's bytes as this process last counted them plus what it wrote since
+_sizes_lock = threading.Lock()
+
+
+def folder_size(folder: Path) -> int:
+    """The bytes of the regular files directly in `folder` (temps included)."""
+    total = 0
+    with contextlib.suppress(FileNotFoundError):
+        for e in os.scandir(folder):
+            with contextlib.suppress(OSError):
+                if e.is_file(follow_symlinks=False):
+                    total += e.stat(follow_symlinks=False).st_size
+    return total
+
+
+def _account(folder: Path, written: int) -> None:
+    cap = settings.EMBER_CACHE_MAX_SIZE.value
+    with _sizes_lock:
+        size = _sizes[folder] = (_sizes[folder] + written) if folder in _sizes else folder_size(folder)
+    if size > cap:
+        evict(folder, cap)
+
+
+def evict(folder: str | os.PathLike[str], max_bytes: int) -> list[Path]:
+    """Delete the least recently used entries of `folder` (oldest modification time first) until its files take at
+    most `max_bytes` (the most recently used entry is kept even when it alone is larger). Returns the deleted
+    paths."""
+    folder = Path(folder)
+    files: list[tuple[float, int, Path]] = []
+    with contextlib.suppress(FileNotFoundError):
+        for e in os.scandir(folder):
+            if e.name.startswith(".") and TEMP_MARK in e.name:
+                continue  # a write in flight
+            with contextlib.suppress(OSError):
+                if e.is_file(follow_symlinks=False):
+                    st = e.stat(follow_symlinks=False)
+                    files.append((st.st_mtime, st.st_size, Path(e.path)))
+    files.sort()
+    total = sum(size for _, size, _ in files)
+    deleted: list[Path] = []
+    for _, size, path in files[:-1]:
+        if total <= max_bytes:
+            break
+        path.unlink(missing_ok=True)
+        total -= size
+        deleted.append(path)
+    with _sizes_lock:
+        _sizes[folder] = total
+    return deleted
+
+
+__all__ = ["TEMP_MARK", "ENTRY_MAGIC", "UnsafeFolderError", "make_private_folder", "cache_folder", "atomic_open",
+           "atomic_write", "atomic_folder", "remove_stale_temps", "Entry", "encode_entry", "decode_entry",
+           "read_entry", "write_entry", "folder_size", "evict"]
