@@ -66,6 +66,22 @@ def test_half_matmul_on_mfma_rounds_once():
     assert np.all(np.abs(got - exact) <= half_ulp)
 
 
+def _bf16(x: np.ndarray) -> np.ndarray:
+    """float32 -> the nearest bfloat16 (ties to even), as float64."""
+    bits = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16 << 16).astype(np.uint32).view(np.float32).astype(np.float64)
+
+
+def test_bf16_matmul_on_mfma_rounds_once():
+    """`__builtin_amdgcn_mfma_f32_16x16x16bf16_1k` (v_mfma_f32_16x16x16_bf16 on gfx942) accumulates in f32: each
+    output is within half a bfloat16 ulp of the exact product of the bf16-rounded inputs."""
+    a, b = rng.standard_normal((32, 32)).astype(np.float32), rng.standard_normal((32, 32)).astype(np.float32)
+    got = (Tensor(a, device="AMD").cast(dtypes.bfloat16) @ Tensor(b, device="AMD").cast(dtypes.bfloat16)).float()
+    exact = _bf16(a) @ _bf16(b)
+    half_ulp = np.exp2(np.floor(np.log2(np.abs(exact))) - 8)
+    assert np.all(np.abs(got.numpy().astype(np.float64) - exact) <= half_ulp * (1 + 1e-6))
+
+
 def test_the_device_is_registered_and_uses_the_aql_queue():
     dev = Device["AMD"]
     assert isinstance(dev, AMDDevice) and dev.arch == "gfx942" and dev.node.xccs == 8

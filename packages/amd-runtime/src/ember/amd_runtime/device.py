@@ -305,13 +305,13 @@ class AMDProgram(Program):
             return 0.0 if wait else None
         spec = self.launch_spec(bufs, grid, block, vals)
         dev = self.amd
-        if not wait:
-            dev.submit(dev.compute, lambda q: q.exec(spec))
+        if not wait:  # the barrier makes the kernargs the CPU just wrote (through the BAR) visible to the GPU
+            dev.submit(dev.compute, lambda q: q.memory_barrier().exec(spec))
             return None
         if self._timing is None:
             self._timing = (dev.signals.new(), dev.signals.new())
         start, end = self._timing
-        value = dev.submit(dev.compute, lambda q: q.timestamp(start).exec(spec).timestamp(end))
+        value = dev.submit(dev.compute, lambda q: q.memory_barrier().timestamp(start).exec(spec).timestamp(end))
         dev.wait(value)
         return (end.timestamp_ticks - start.timestamp_ticks) / TIMESTAMP_DIVIDER / 1e6
 

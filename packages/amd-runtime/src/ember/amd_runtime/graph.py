@@ -38,6 +38,7 @@ from ember.amd_runtime.queue import (
     KernelLaunch,
     PM4ComputeQueue,
     aql_dispatch,
+    memory_barrier,
     pm4_dispatch,
     pm4_signal,
 )
@@ -245,6 +246,7 @@ class AMDGraph:
                 pm4_run.clear()
 
         emit_pm4(pm4.wait_reg_mem(mem=timeline.va, reference=0), "timeline_wait", PM4_WAIT_REFERENCE_DWORD)
+        emit_pm4(memory_barrier())  # the kernargs and inputs the CPU patched become visible to the GPU
         copy = _Stream([], [], [])
         copy.timeline_wait = (len(copy.packets), SDMA_POLL_VALUE_DWORD)
         copy.packets.append(sdma.poll_regmem(timeline.va, 0))

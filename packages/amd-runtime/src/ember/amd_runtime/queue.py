@@ -171,9 +171,14 @@ class _PM4Commands(HWQueue):
 
     def memory_barrier(self) -> _PM4Commands:
         """Flush the HDP (host writes become visible to the GPU) and invalidate the GPU caches."""
-        self._record(pm4.wait_reg_mem(reg_req=HDP_FLUSH_REQ, reg_done=HDP_FLUSH_DONE, reference=0xFFFFFFFF,
-                                      function=pm4.FUNC_EQ))
-        return self._record(pm4.acquire_mem())  # type: ignore[return-value]
+        return self._record(memory_barrier())  # type: ignore[return-value]
+
+
+def memory_barrier() -> list[int]:
+    """PM4 of a memory barrier: the HDP flush handshake (host writes through the BAR land), then ACQUIRE_MEM
+    (invalidate the GPU's caches)."""
+    return [*pm4.wait_reg_mem(reg_req=HDP_FLUSH_REQ, reg_done=HDP_FLUSH_DONE, reference=0xFFFFFFFF,
+                              function=pm4.FUNC_EQ), *pm4.acquire_mem()]
 
 
 def user_sgpr_values(launch: KernelLaunch, queue_va: int = 0) -> list[int]:
@@ -437,8 +442,8 @@ def split_copy(nbytes: int, max_copy: int = sdma.MAX_COPY_SIZE) -> Sequence[tupl
 
 
 __all__ = ["KernelLaunch", "HWQueue", "PM4ComputeQueue", "AQLQueue", "SDMAQueue", "user_sgpr_values", "ring_dwords",
-           "pm4_dispatch", "aql_dispatch", "pm4_signal", "PM4_WAIT_REFERENCE_DWORD", "PM4_SIGNAL_VALUE_DWORD",
-           "SDMA_POLL_VALUE_DWORD", "SDMA_FENCE_VALUE_DWORD",
+           "pm4_dispatch", "aql_dispatch", "pm4_signal", "memory_barrier", "PM4_WAIT_REFERENCE_DWORD",
+           "PM4_SIGNAL_VALUE_DWORD", "SDMA_POLL_VALUE_DWORD", "SDMA_FENCE_VALUE_DWORD",
            "split_copy", "COMPUTE_PGM_LO", "COMPUTE_PGM_RSRC1", "COMPUTE_PGM_RSRC2", "COMPUTE_PGM_RSRC3",
            "COMPUTE_USER_DATA_0", "COMPUTE_NUM_THREAD_X", "COMPUTE_START_X", "COMPUTE_TMPRING_SIZE",
            "COMPUTE_DISPATCH_SCRATCH_BASE_LO", "COMPUTE_RESTART_X", "COMPUTE_RESOURCE_LIMITS", "HDP_FLUSH_REQ",
