@@ -141,7 +141,12 @@ def test_sdpa_masks_gqa_scale():
           lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=torch.tensor(mask), enable_gqa=True,
                                                          scale=0.3),
           arr(1, 4, 3, 8), arr(1, 2, 5, 8), arr(1, 2, 5, 4))
+    mask[1] = False  # a query that attends to no key: zeros, and zero gradients
+    check(lambda q, k, v: q.scaled_dot_product_attention(k, v, attn_mask=Tensor(mask)),
+          lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=torch.tensor(mask)),
+          arr(1, 3, 8), arr(1, 5, 8), arr(1, 5, 4))
     float_mask = arr(3, 5)
+    float_mask[2] = -math.inf
     check(lambda q, k, v: q.scaled_dot_product_attention(k, v, attn_mask=Tensor(float_mask)),
           lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=torch.tensor(float_mask)),
           arr(2, 3, 8), arr(2, 5, 8), arr(2, 5, 4))

@@ -399,7 +399,8 @@ class NNMixin:
                                      scale: float | None = None) -> Tensor:
         """softmax(self @ key^T * scale + mask) @ value, over (..., heads, seq, dim), with self the queries.
 
-        `attn_mask`: bool (True: attend) or float (added to the scores), broadcast to (..., q_len, k_len).
+        `attn_mask`: bool (True: attend) or float (added to the scores), broadcast to (..., q_len, k_len); a query
+        masked from every key gets zeros, as PyTorch.
         `is_causal`: query i attends to keys 0..i, aligned top-left as PyTorch (with fewer queries than keys, the
         last keys are seen by no query). `enable_gqa`: fewer key/value heads than query heads, each shared by a group
         of consecutive query heads. `dropout_p`: the attention weights are dropped with that probability (and the rest
@@ -439,7 +440,11 @@ class NNMixin:
                 scores = scores + attn_mask
             else:
                 raise TypeError(f"{op}: attn_mask must be bool or float, got {attn_mask.dtype!r}")
-        weights = scores.softmax(-1)
+        if attn_mask is None:
+            weights = scores.softmax(-1)
+        else:  # a query that may attend to no key gets zeros, as PyTorch's (not NaNs, nor NaN gradients)
+            blind = (scores == -math.inf).all(-1, keepdim=True)
+            weights = blind.where(0.0, blind.where(0.0, scores).softmax(-1))
         if dropout_p:
             # stored: fused into the matmul, the random bits would be recomputed for every output column
             keep_w = (Tensor.rand(*weights.shape, device=weights.device) >= dropout_p).contiguous()
