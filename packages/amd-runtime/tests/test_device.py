@@ -129,6 +129,24 @@ def test_a_launch_with_vars_and_timing():
         prg(out, Buffer("AMD:1", 100, dtypes.float32).copyin(np.zeros(100, np.float32)), vals=(1, 1))
 
 
+SCRATCH_SRC = ('extern "C" __attribute__((global)) void __attribute__((amdgpu_flat_work_group_size(1, 64))) '
+               'perm(int* out, const int* idx) { int a[48]; unsigned t = __builtin_amdgcn_workitem_id_x(); '
+               'for (int i = 0; i < 48; i++) a[i] = i * 3 + t; out[t] = a[idx[t]]; }')
+
+
+def test_a_kernel_with_a_private_array_in_scratch():
+    dev = Device["AMD"]
+    prg = dev.runtime("perm", dev.compiler.compile_cached(SCRATCH_SRC))
+    assert prg.kernel.descriptor.private_segment_fixed_size >= 48 * 4  # the array lives in scratch
+    idx = rng.integers(0, 48, 64).astype(np.int32)
+    bidx = Buffer("AMD", 64, dtypes.int32).copyin(idx)
+    out = Buffer("AMD", 64, dtypes.int32)
+    prg(out, bidx, global_size=(1, 1, 1), local_size=(64, 1, 1), wait=True)
+    np.testing.assert_array_equal(out.numpy(), idx * 3 + np.arange(64))
+    buf, lane, tmpring = dev._scratch  # type: ignore[misc]
+    assert lane >= 48 * 4 and tmpring >> 12 == -(-64 * lane // 1024)  # WAVESIZE in KiB per wave
+
+
 def test_a_pm4_device_opens_runs_and_closes():
     platform = MockPlatform([MI300X_CPX])
     attach_fake_gpus(platform.kfd)
@@ -142,8 +160,17 @@ def test_a_pm4_device_opens_runs_and_closes():
     out = np.empty(64, np.float32)
     dev.allocator.copyout(memoryview(out).cast("B"), mem)
     np.testing.assert_array_equal(out, np.arange(64, dtype=np.float32) ** 2)
+    perm = dev.runtime("perm", dev.compiler.compile_cached(SCRATCH_SRC))  # scratch through COMPUTE_TMPRING_SIZE
+    idx = rng.integers(0, 48, 64).astype(np.int32)
+    bidx = dev.allocator.alloc(256)
+    dev.allocator.copyin(bidx, memoryview(idx).cast("B"))
+    perm.launch([mem, bidx], (1, 1, 1), (64, 1, 1), (), wait=True)
+    got = np.empty(64, np.int32)
+    dev.allocator.copyout(memoryview(got).cast("B"), mem)
+    np.testing.assert_array_equal(got, idx * 3 + np.arange(64))
     dev.allocator.free(mem, 256)
-    del prg
+    dev.allocator.free(bidx, 256)
+    del prg, perm
     dev.close()
     fake = platform.kfd
     assert fake.queues == {} and len(fake.bos) == 1  # only the process's event page is left

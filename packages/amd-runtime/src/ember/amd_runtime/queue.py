@@ -309,8 +309,9 @@ class AQLQueue(_PM4Commands):
         self._packets: list[bytes] = []
         self._pm4: list[int] = []
         assert kq.gart.view is not None
-        if int(self.wptr[0]) == 0:  # type: ignore[arg-type]
+        if int(self.wptr[0]) == 0:  # type: ignore[arg-type]  # a new queue: every slot INVALID, as ROCr starts one
             kq.gart.view.write(0, aql.amd_queue(max_cu_id, max_wave_id))
+            self.ring.write(0, aql.invalid() * self.ring_units)
 
     def _record(self, packet: list[int]) -> AQLQueue:
         self._pm4 += packet
