@@ -95,6 +95,11 @@ def test_max_pool_indices_and_unpool():
     assert idx.dtype == dtypes.int64
     np.testing.assert_array_equal(out.numpy(), values.numpy())
     np.testing.assert_array_equal(idx.numpy(), indices.numpy())
+    edges = np.array([[[[np.nan, 1, 5, 2], [2, 3, -np.inf, np.inf], [0, 1, 2, 3], [1, 1, 1, 1]]]], np.float32)
+    values, indices = F.max_pool2d(torch.tensor(edges), 2, return_indices=True)
+    out, idx = Tensor(edges).max_pool2d(return_indices=True)
+    np.testing.assert_array_equal(out.numpy(), values.numpy())  # NaN propagates, ties pick the first
+    np.testing.assert_array_equal(idx.numpy(), indices.numpy())
     # unpool of non-overlapping windows (overlapping ones repeat indices: PyTorch leaves that undefined)
     y = arr(2, 3, 6, 6)
     values, indices = F.max_pool2d(torch.tensor(y), 2, return_indices=True)

@@ -330,6 +330,8 @@ class NNMixin:
         ramp = Tensor.arange(size, device=self.device).reshape(spatial)
         positions = ramp.pad(full[-n:], value=size)._windows(kernel, stride_t, dilation_t, "max_pool2d")
         is_max = windows == out.reshape(*out.shape, *(1,) * n)
+        if dtypes.is_float(self.dtype):  # a NaN is the max of its window (it propagates), and its own index
+            is_max = is_max.logical_or(windows.isnan())
         return out, is_max.where(positions, size).min(axes).cast(dtypes.int64)
 
     def max_unpool2d(self, indices: Tensor, kernel_size: int | Sequence[int] = (2, 2),
