@@ -15,6 +15,7 @@ import pytest
 from ember.amd_runtime.device import AMDDevice
 from ember.amd_runtime.mock import MI300X_CPX, MockPlatform
 from ember.amd_runtime.mock.gpu import attach_fake_gpus
+from ember.amd_runtime.platform import LinuxPlatform
 from ember.amd_runtime.queue import AQLQueue, PM4ComputeQueue
 from ember.runtime import Buffer, Device
 from ember.tensor import Tensor, dtypes
@@ -88,6 +89,16 @@ def test_the_device_is_registered_and_uses_the_aql_queue():
     assert isinstance(dev.compute, AQLQueue) and dev.renderer.arch == "gfx942"
     assert Device["AMD:1"].node.gpu_id != dev.node.gpu_id
     assert Device["AMD:1"].platform is dev.platform  # AMD:0..n share one fake driver
+
+
+def test_device_names_and_a_machine_without_kfd():
+    with pytest.raises(ValueError, match=r"AMDDevice: AMD:9 does not exist; this machine has 4 AMD GPU\(s\)"):
+        Device["AMD:9"]
+    with pytest.raises(ValueError, match="AMDDevice: a name is 'AMD' or 'AMD:<n>', got 'AMD:x'"):
+        AMDDevice("AMD:x")
+    if not os.path.exists("/sys/devices/virtual/kfd/kfd/topology/nodes"):
+        with pytest.raises(FileNotFoundError, match="AMD: no KFD on this machine .* MOCKGPU=1 runs the AMD device"):
+            AMDDevice("AMD", LinuxPlatform())
 
 
 def test_buffers_copy_in_out_through_staging_and_between_devices():

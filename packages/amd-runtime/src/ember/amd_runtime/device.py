@@ -51,7 +51,7 @@ from ember.amd_runtime.signal import (
     SignalPool,
     Timeline,
 )
-from ember.amd_runtime.topology import GpuNode, discover_gpus
+from ember.amd_runtime.topology import TOPOLOGY_NODES, GpuNode, discover_gpus
 from ember.codegen import HIPRenderer
 from ember.runtime import CompiledDevice, LRUAllocator, Program
 from ember.uops.settings import Flag
@@ -119,6 +119,9 @@ _processes_lock = threading.Lock()
 def _kfd_process(platform: Platform) -> _KfdProcess:
     with _processes_lock:
         if (proc := _processes.get(id(platform))) is None:
+            if not platform.exists(TOPOLOGY_NODES):
+                raise FileNotFoundError(f"AMD: no KFD on this machine ({TOPOLOGY_NODES} is missing: the amdgpu driver "
+                                        "is not loaded); MOCKGPU=1 runs the AMD device on the fake driver and GPU")
             nodes = discover_gpus(platform)
             kfd = Kfd.open(platform)
             proc = _processes[id(platform)] = _KfdProcess(platform, kfd, nodes, DoorbellPages(kfd))
