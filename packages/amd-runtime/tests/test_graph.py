@@ -97,6 +97,17 @@ def test_replay_across_a_timeline_wrap(dev: AMDDevice):
     np.testing.assert_array_equal(download(dev, out), 2 * x)
 
 
+def test_copies_from_and_to_inputs_are_patched(dev: AMDDevice):
+    n = 3 * 1024
+    out = dev.allocator.alloc(4 * n)
+    graph = AMDGraph(dev, [GraphCopy(out, 0, 4 * n), GraphCopy(1, out, 4 * n)], n_inputs=2)
+    for seed in range(2):
+        x = np.random.default_rng(seed).standard_normal(n).astype(np.float32)
+        xm, ym = upload(dev, x), dev.allocator.alloc(4 * n)
+        graph.exec([xm, ym], wait=True)
+        np.testing.assert_array_equal(download(dev, ym), x)
+
+
 def test_graph_arguments_are_checked(dev: AMDDevice):
     scale = dev.runtime("scale", dev.compiler.compile_cached(SRC))
     out = dev.allocator.alloc(4 * N)
@@ -133,7 +144,7 @@ def test_a_jitted_step_recorded_once_and_replayed_as_one_batch():
     launches = [(k.program, bufs, k.spec.global_size, k.spec.local_size, ()) if k is not None
                 else (None, bufs, (1,), None, ()) for k, _, bufs in step.captured]
     inputs = [step.captured[slots[0][0]].bufs[slots[0][1]] for slots in step.input_slots]
-    graph = AMDGraph.from_launches(dev, launches, inputs, profile=True)
+    graph = dev.graph(launches, inputs, profile=True)
     kernels = sum(k is not None for k, _, _ in step.captured)
     assert len(graph.jobs) == len(step.captured) and len(graph.prof) == kernels
     for x, y in zip(xs[2:], ys[2:]):

@@ -27,7 +27,7 @@ import math
 import operator
 import struct
 import threading
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,7 +53,7 @@ from ember.amd_runtime.signal import (
 )
 from ember.amd_runtime.topology import TOPOLOGY_NODES, GpuNode, discover_gpus
 from ember.codegen import HIPRenderer
-from ember.runtime import CompiledDevice, LRUAllocator, Program
+from ember.runtime import Buffer, CompiledDevice, LRUAllocator, Program
 from ember.uops.settings import Flag
 
 
@@ -427,6 +427,13 @@ class AMDDevice(CompiledDevice):
         self.timeline.synchronize(self.events, queue=self._last_queue.name)
         if self.timeline.signal is not signal:  # wrapped: every ticket so far is done
             self._ticket_base += last
+
+    def graph(self, launches: Sequence[Any], inputs: Sequence[Buffer], profile: bool = False) -> Any:
+        """A batched replay (graph.AMDGraph) of recorded `launches` — (program, Buffers, global_size, local_size,
+        vals), program None for a copy — whose `inputs` Buffers are replaced at each `exec_buffers(new_inputs)`."""
+        from ember.amd_runtime.graph import AMDGraph
+
+        return AMDGraph.from_launches(self, launches, inputs, profile)
 
     # ---- scratch -----------------------------------------------------------------------------------------------
 
