@@ -68,7 +68,6 @@ class _QueueState:
     ib: tuple[int, int, int] | None = None  # (address, size in dwords, dwords done)
     fault: MemoryFault | None = None
     error: CommandError | None = None  # the queue hit a packet it cannot run: it is stopped
-    packets: int = 0
 
 
 def _compare(function: int, value: int, reference: int) -> bool:
@@ -192,7 +191,7 @@ class FakeGpu:
             if pos + size > len(dwords):
                 raise CommandError(f"gpu 0x{self.gpu_id:x} queue {q.queue_id}: the packet at ring dword {rptr + pos} "
                                    f"needs {size} dwords, the write pointer publishes {len(dwords) - pos}")
-            if not self._pm4_packet(st, dwords, pos, in_ib=False):
+            if not self._pm4_packet(st, self._decode_pm4(dwords, pos, st), in_ib=False):
                 break
             pos += size
             self.fake.write_u64(q.rptr_va, rptr + pos, self.gpu_id)
@@ -206,15 +205,14 @@ class FakeGpu:
         raw = self.fake.read(addr, size * 4, self.gpu_id)
         dwords = list(struct.unpack(f"<{size}I", raw))
         while done < size:
-            pkt_size = self._pm4_size(dwords, done)
-            if isinstance(pkt := self._decode_pm4(dwords, done, st), pm4.PredExec):
-                if not pkt.xcc_mask & 1:  # one XCC: the predicated packets are for others
-                    done += pkt.size + pkt.dword_count
-                    st.ib = (addr, size, done)
-                    continue
-            if not self._pm4_packet(st, dwords, done, in_ib=True):
+            pkt = self._decode_pm4(dwords, done, st)
+            if isinstance(pkt, pm4.PredExec) and not pkt.xcc_mask & 1:  # one XCC: the block is for the others
+                done += pkt.size + pkt.dword_count
+                st.ib = (addr, size, done)
+                continue
+            if not self._pm4_packet(st, pkt, in_ib=True):
                 return False
-            done += pkt_size
+            done += pkt.size
             st.ib = (addr, size, done)
         st.ib = None
         return True
@@ -232,9 +230,8 @@ class FakeGpu:
         except ValueError as e:
             raise CommandError(f"gpu 0x{self.gpu_id:x} queue {st.queue.queue_id}: {e}") from None
 
-    def _pm4_packet(self, st: _QueueState, dwords: list[int], offset: int, in_ib: bool) -> bool:
-        """Execute the PM4 packet at `dwords[offset]`; False when it is a wait that is not satisfied yet."""
-        pkt = self._decode_pm4(dwords, offset, st)
+    def _pm4_packet(self, st: _QueueState, pkt: pm4.Packet, in_ib: bool) -> bool:
+        """Execute a decoded PM4 packet; False when it is a wait that is not satisfied yet."""
         self.clock += TICKS_PER_PACKET
         where = f"gpu 0x{self.gpu_id:x} queue {st.queue.queue_id}"
         if isinstance(pkt, pm4.WaitRegMem):
