@@ -157,6 +157,8 @@ def test_sdpa_masks_gqa_scale():
           arr(2, 3, 8), arr(2, 5, 8), arr(2, 5, 4))
     check(lambda q, k, v: q.scaled_dot_product_attention(k, v), F.scaled_dot_product_attention,
           arr(1, 1, 8), arr(1, 1, 8), arr(1, 1, 2))  # one query, one key
+    check(lambda q, k, v: q.scaled_dot_product_attention(k, v), F.scaled_dot_product_attention,
+          arr(2, 3, 4, 8), arr(1, 5, 8), arr(5, 2))  # leading dims broadcast, one key/value head too
 
 
 def test_sdpa_dropout_keeps_the_expectation():
@@ -400,7 +402,7 @@ def test_attention_and_interpolate_errors():
     q, k = Tensor.ones(1, 4, 3, 8), Tensor.ones(1, 2, 5, 8)
     with pytest.raises(ValueError, match="pass enable_gqa=True"):
         q.scaled_dot_product_attention(k, k)
-    with pytest.raises(ValueError, match="not a multiple"):
+    with pytest.raises(ValueError, match="not a multiple of the key and value heads"):
         q.scaled_dot_product_attention(Tensor.ones(1, 3, 5, 8), Tensor.ones(1, 3, 5, 8), enable_gqa=True)
     with pytest.raises(ValueError, match="cannot both be given"):
         q.scaled_dot_product_attention(q, q, attn_mask=Tensor.ones(3, 3), is_causal=True)

@@ -4,8 +4,8 @@ dims, attention, interpolation, the normalizations, softmax and its kin, the los
 Signatures follow tinygrad's Tensor (`x.conv2d(w, bias, groups, stride, dilation, padding)`,
 `x.max_pool2d(kernel_size, stride, dilation, padding)`), and torch.nn.functional's where tinygrad has none
 (`cross_entropy(weight=, ignore_index=)`, `batch_norm`, `layer_norm`, `rms_norm`, `normalize`); ember.tensor.nn wraps
-them in torch.nn.functional's argument order. Windows are strided views stacked along new axes, so a convolution or
-pool is one multiply-reduce that fuses into the kernel that reads its input."""
+them in torch.nn.functional's argument order. A window is a view of the input (movement ops only), so a convolution
+or a pool is one kernel: the windows, the products and the reduce, fused."""
 
 from __future__ import annotations
 
@@ -245,8 +245,9 @@ class NNMixin:
         x = self.unsqueeze(0) if self.ndim == n + 1 else self
         (batch, cin), (cout, cin_g), kernel = x.shape[:2], weight.shape[:2], weight.shape[2:]
         if not isinstance(groups, int) or groups < 1 or cin % groups or cout % groups or cin_g != cin // groups:
-            raise ValueError(f"conv2d: {cin} input channels, weight {weight.shape} and groups={groups} do not match "
-                             f"(the weight needs in_channels/groups = {cin // max(groups, 1)} inputs)")
+            raise ValueError(f"conv2d: {cin} input channels, weight {weight.shape} and groups={groups!r} do not match "
+                             "(the weight is (out_channels, in_channels/groups, *kernel), both channel counts "
+                             "multiples of groups)")
         if bias is not None and (not isinstance(bias, Tensor) or bias.shape != (cout,)):
             raise ValueError(f"conv2d: bias must be a Tensor of shape ({cout},), got "
                              f"{getattr(bias, 'shape', type(bias).__name__)}")
@@ -279,7 +280,8 @@ class NNMixin:
         cin, cout_g, kernel = weight.shape[0], weight.shape[1], weight.shape[2:]
         if not isinstance(groups, int) or groups < 1 or cin % groups or x.shape[1] != cin:
             raise ValueError(f"conv_transpose2d: {x.shape[1]} input channels, weight {weight.shape} and "
-                             f"groups={groups} do not match")
+                             f"groups={groups!r} do not match (the weight is (in_channels, out_channels/groups, "
+                             "*kernel))")
         stride_t = _ints(stride, n, "stride", "conv_transpose2d", 1)
         dilation_t = _ints(dilation, n, "dilation", "conv_transpose2d", 1)
         out_pad = _ints(output_padding, n, "output_padding", "conv_transpose2d", 0)
@@ -411,20 +413,20 @@ class NNMixin:
         _check_tensor(key, "key", op)
         _check_tensor(value, "value", op)
         q, k, v = self, key, value
-        if q.ndim < 2 or k.ndim != q.ndim or v.ndim != q.ndim or q.shape[-1] != k.shape[-1] or \
-                k.shape[-2] != v.shape[-2]:
+        if min(q.ndim, k.ndim, v.ndim) < 2 or q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
             raise ValueError(f"{op}: shapes query {q.shape}, key {k.shape}, value {v.shape} do not align: expected "
-                             "(..., L, E), (..., S, E), (..., S, Ev)")
-        if q.ndim >= 3 and k.shape[-3] != q.shape[-3]:
+                             "(..., L, E), (..., S, E), (..., S, Ev) (the leading dims broadcast)")
+        # (one key/value head broadcasts, as PyTorch's; with enable_gqa it is repeated like any group)
+        if min(q.ndim, k.ndim) >= 3 and k.shape[-3] != q.shape[-3] and (enable_gqa or k.shape[-3] != 1):
             if not enable_gqa:
                 raise ValueError(f"{op}: {q.shape[-3]} query heads and {k.shape[-3]} key/value heads differ; pass "
                                  "enable_gqa=True to share each key/value head among a group of query heads")
-            if k.shape[-3] == 0 or q.shape[-3] % k.shape[-3] or v.shape[-3] != k.shape[-3]:
-                raise ValueError(f"{op}: {q.shape[-3]} query heads are not a multiple of {k.shape[-3]} key and "
-                                 f"{v.shape[-3]} value heads")
+            if k.shape[-3] == 0 or q.shape[-3] % k.shape[-3] or v.ndim < 3 or v.shape[-3] != k.shape[-3]:
+                raise ValueError(f"{op}: {q.shape[-3]} query heads are not a multiple of the key and value heads "
+                                 f"(key {k.shape}, value {v.shape})")
             rep = q.shape[-3] // k.shape[-3]
-            k, v = (t.unsqueeze(-3).expand(*t.shape[:-2], rep, *t.shape[-2:]).reshape(*q.shape[:-2], *t.shape[-2:])
-                    for t in (k, v))
+            k, v = (t.unsqueeze(-3).expand(*t.shape[:-2], rep, *t.shape[-2:])
+                    .reshape(*t.shape[:-3], q.shape[-3], *t.shape[-2:]) for t in (k, v))
         if is_causal and attn_mask is not None:
             raise ValueError(f"{op}: attn_mask and is_causal=True cannot both be given (put the causal mask in "
                              "attn_mask)")
