@@ -35,21 +35,15 @@ def _permute_back(order: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(inv)
 
 
-def _is_const(u: UOp) -> bool:
-    # a constant, maybe broadcast (a Python scalar operand)
-    while u.op in (Ops.RESHAPE, Ops.EXPAND):
-        u = u.src[0]
-    return u.op is Ops.CONST
+RELU_TAG = "relu"  # the tag of Tensor.relu's MAX(x, 0): its gradient is torch's threshold, 0 at x == 0
 
 
 def _max_grad(ctx: UOp, ret: UOp, a: UOp, b: UOp) -> tuple[UOp | None, UOp | None]:
-    # the larger source takes the gradient; a tie splits it evenly (as torch.maximum). Against a constant the
-    # variable takes it only where strictly larger: relu's gradient at 0 is 0, as torch's
+    # the larger source takes the gradient; a tie splits it evenly (as torch.maximum). A relu's x takes it only where
+    # strictly larger than 0 (as torch.relu); its 0 gets none
     one, zero = _const_like(a, 1.0), _const_like(a, 0.0)
-    if _is_const(b):
+    if ret.tag == RELU_TAG:
         return ctx * (b < a).where(one, zero), None
-    if _is_const(a):
-        return None, ctx * (a < b).where(one, zero)
     wa = (b < a).where(one, a.eq(b).where(_const_like(a, 0.5), zero))
     return ctx * wa, ctx * (one + -wa)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from ember.uops import dtypes
+from ember.uops import Ops, dtypes
 
 if TYPE_CHECKING:  # at run time ember.tensor.tensor binds Tensor here: it is the class built on this mixin
     from ember.tensor.tensor import Tensor
@@ -18,8 +18,10 @@ class ActivationMixin:
     __slots__ = ()
 
     def relu(self) -> Tensor:
-        """max(x, 0); the gradient at 0 is 0 (as torch: a tie with a constant passes no gradient)."""
-        return self.maximum(0)
+        """max(x, 0), with torch's gradient: 0 at x == 0 (the MAX is tagged for its gradient rule; a `where` would read
+        x twice, and an expensive x would get a kernel of its own)."""
+        out = self.maximum(0)
+        return Tensor(out.uop.replace(tag="relu")) if out.uop.op is Ops.MAX else out
 
     def sigmoid(self) -> Tensor:
         """1 / (1 + exp(-x)). x below -88 (float32; -11 for float16, -700 for float64) counts as -88: exp(-x) stays
@@ -55,7 +57,8 @@ class ActivationMixin:
     def softplus(self, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
         """log(1 + exp(beta * x)) / beta, and x itself where beta * x > threshold (as torch)."""
         bx = self.float_() * beta
-        soft = (bx.relu() + (1 + (-bx.abs()).exp()).log()) * (1 / beta)
+        # (maximum, not relu: its even split at 0 is what makes the gradient sigmoid(0) = 1/2 with abs's 0 there)
+        soft = (bx.maximum(0) + (1 + (-bx.abs()).exp()).log()) * (1 / beta)
         return (bx > threshold).where(self.float_(), soft)
 
     def mish(self) -> Tensor:

@@ -55,12 +55,14 @@ class ReduceMixin:
         self._nonempty("min", axis)
         if self.dtype == dtypes.bool:
             return self.logical_not().max(axis, keepdim).logical_not()
-        if dtypes.is_unsigned(self.dtype):  # ~x = max - x reverses the order, with no wrap
+        if dtypes.is_int(self.dtype):  # ~x (max - x unsigned, -x - 1 signed) reverses the order and never wraps
             return ~((~self).max(axis, keepdim))
         return -((-self).max(axis, keepdim))
 
     def mean(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
         axes = normalize_axis(axis, self.ndim, "mean")
+        if self.ndim == 0:  # (axis 0 or -1 of a 0-d tensor: itself)
+            return self.float_()
         count = int(prod([self.shape[a] for a in axes]))
         out = self.float_().sum(axis, keepdim)
         return out * (1 / count) if count else out * float("nan")
