@@ -23,6 +23,7 @@ RuntimeError ("hang detected") after `timeout_ms` without progress.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -174,11 +175,16 @@ class _PM4Commands(HWQueue):
         return self._record(memory_barrier())  # type: ignore[return-value]
 
 
+@functools.cache
+def _memory_barrier() -> tuple[int, ...]:
+    return (*pm4.wait_reg_mem(reg_req=HDP_FLUSH_REQ, reg_done=HDP_FLUSH_DONE, reference=0xFFFFFFFF,
+                              function=pm4.FUNC_EQ), *pm4.acquire_mem())
+
+
 def memory_barrier() -> list[int]:
     """PM4 of a memory barrier: the HDP flush handshake (host writes through the BAR land), then ACQUIRE_MEM
     (invalidate the GPU's caches)."""
-    return [*pm4.wait_reg_mem(reg_req=HDP_FLUSH_REQ, reg_done=HDP_FLUSH_DONE, reference=0xFFFFFFFF,
-                              function=pm4.FUNC_EQ), *pm4.acquire_mem()]
+    return list(_memory_barrier())
 
 
 def user_sgpr_values(launch: KernelLaunch, queue_va: int = 0) -> list[int]:
