@@ -369,3 +369,20 @@ def test_python_device_tiny():
     check(Tensor(a, "PYTHON").bitcast(dtypes.int32), torch.tensor(a).view(torch.int32))
     check(Tensor(a, "PYTHON").unfold(1, 2, 1), torch.tensor(a).unfold(1, 2, 1))
     check(Tensor(a, "PYTHON").cummax(1)[1], torch.tensor(a).cummax(1).indices)
+
+
+def test_random_like_randperm_idiv_and_stable_keyword():
+    x = Tensor.ones(3, 4, dtype=dtypes.float16)
+    r, n = x.rand_like(), x.randn_like()
+    assert (r.shape, r.dtype, n.shape, n.dtype) == ((3, 4), dtypes.float16, (3, 4), dtypes.float16)
+    assert 0 <= r.float().numpy().min() and r.float().numpy().max() < 1
+    assert Tensor.ones(2, dtype=dtypes.int32).rand_like().dtype == dtypes.float32
+    Tensor.manual_seed(3)
+    p = Tensor.randperm(9)
+    assert p.dtype == dtypes.int64 and sorted(p.numpy().tolist()) == list(range(9))
+    a, b = np.array([7, -7, 7, -7, 0]), np.array([2, 2, -2, -2, 3])
+    check(Tensor(a).idiv(Tensor(b)), torch.div(torch.tensor(a), torch.tensor(b), rounding_mode="trunc"))
+    a = normal((3, 5), 2)
+    check(Tensor(a).sort(dim=1, stable=True)[1], torch.tensor(a).sort(dim=1, stable=True)[1])
+    check(Tensor(a).argsort(dim=0, descending=True, stable=True),
+          torch.tensor(a).argsort(dim=0, descending=True, stable=True))

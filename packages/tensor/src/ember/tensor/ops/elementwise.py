@@ -103,6 +103,13 @@ class TensorElementwiseMixin(ElementwiseMixin):
             a, b = a.float(), b.float()
         return a * b.reciprocal()
 
+    def idiv(self, x: Any, reverse: bool = False) -> Tensor:
+        """Integer division rounded toward zero, as C (tinygrad's idiv; `div(x, rounding_mode="trunc")`)."""
+        a, b = self._broadcasted(x, reverse)
+        if not dtypes.is_int(a.dtype):
+            raise TypeError(f"idiv: operands must be ints, got {a.dtype!r}")
+        return a._int_divmod_trunc(b)[0]
+
     def mod(self, x: Any, reverse: bool = False) -> Tensor:
         """a % b with the sign of b, as Python and torch.remainder (`%`)."""
         return self._mod(x, reverse)

@@ -111,6 +111,23 @@ class RandomMixin:
         u = Tensor.rand(*shape, dtype=dtypes.float64, device=device)
         return ((u * (high - low)).floor() + low).cast(dt).minimum(high - 1)
 
+    def rand_like(self, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+        """Uniform random numbers in [0, 1) of this tensor's shape (its float dtype and device unless given)."""
+        dt = to_dtype(dtype) or (self.dtype if dtypes.is_float(self.dtype) else dtypes.float32)
+        return Tensor.rand(*self.shape, dtype=dt, device=device or self.device)
+
+    def randn_like(self, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+        """Standard normal random numbers of this tensor's shape (its float dtype and device unless given)."""
+        dt = to_dtype(dtype) or (self.dtype if dtypes.is_float(self.dtype) else dtypes.float32)
+        return Tensor.randn(*self.shape, dtype=dt, device=device or self.device)
+
+    @staticmethod
+    def randperm(n: int, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+        """A random permutation of 0..n-1 (int64 by default): the order that sorts n uniform numbers."""
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise ValueError(f"randperm: n must be a non-negative int, got {n!r}")
+        return Tensor.rand(n, device=device).argsort().cast(to_dtype(dtype) or dtypes.int64)
+
     @staticmethod
     def uniform(*shape: Any, low: float = 0.0, high: float = 1.0, dtype: DType | str | None = None,
                 device: str | None = None) -> Tensor:

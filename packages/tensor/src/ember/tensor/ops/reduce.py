@@ -211,9 +211,9 @@ class ReduceMixin:
         return keep.where(x.unsqueeze(-2), -math.inf).logsumexp(-1).transpose(ax, -1)
 
     # *** sorting: the rank of each element by comparison with every other along the dim (n^2 work, one kernel) ***
-    def sort(self, dim: int = -1, descending: bool = False) -> tuple[Tensor, Tensor]:
-        """(values, indices) sorted along `dim`; ties keep their order (stable), NaN sorts as the largest (as torch):
-        `Tensor([3, 1, 2]).sort()` -> ([1, 2, 3], [1, 2, 0])."""
+    def sort(self, dim: int = -1, descending: bool = False, stable: bool = True) -> tuple[Tensor, Tensor]:
+        """(values, indices) sorted along `dim`; ties keep their order (always stable: `stable` is accepted for torch's
+        signature), NaN sorts as the largest (as torch): `Tensor([3, 1, 2]).sort()` -> ([1, 2, 3], [1, 2, 0])."""
         if self.ndim == 0:
             normalize_axis(dim, 0, "sort")
             return self, Tensor(0, self.device, dtypes.int64)
@@ -239,8 +239,8 @@ class ReduceMixin:
         indices = at.where(ramp.reshape(1, n), 0).sum(-1).cast(dtypes.int64)
         return values.transpose(ax, -1), indices.transpose(ax, -1)
 
-    def argsort(self, dim: int = -1, descending: bool = False) -> Tensor:
-        """The indices (int64) that sort the tensor along `dim`."""
+    def argsort(self, dim: int = -1, descending: bool = False, stable: bool = True) -> Tensor:
+        """The indices (int64) that sort the tensor along `dim` (stable)."""
         return self.sort(dim, descending)[1]
 
     def topk(self, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> tuple[Tensor, Tensor]:  # noqa: A002
