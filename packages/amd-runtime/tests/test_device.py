@@ -12,12 +12,12 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import pytest
 
-from ember.amd_runtime.device import AMDDevice
-from ember.amd_runtime.mock import MI300X_CPX, MockPlatform
+from ember.amd_runtime.device import AMDDevice, MissingCompiler
+from ember.amd_runtime.mock import MI300X_CPX, MI350X, MockPlatform
 from ember.amd_runtime.mock.gpu import attach_fake_gpus
 from ember.amd_runtime.platform import LinuxPlatform
 from ember.amd_runtime.queue import AQLQueue, PM4ComputeQueue
-from ember.runtime import Buffer, Device
+from ember.runtime import Buffer, CompileError, Device
 from ember.tensor import Tensor, dtypes
 from ember.uops.settings import Context
 
@@ -185,6 +185,23 @@ def test_a_pm4_device_opens_runs_and_closes():
     dev.close()
     fake = platform.kfd
     assert fake.queues == {} and len(fake.bos) == 1  # only the process's event page is left
+
+
+def test_an_mi350x_opens_and_copies_without_a_gfx950_compiler():
+    platform = MockPlatform([MI350X])
+    attach_fake_gpus(platform.kfd)
+    dev = AMDDevice("AMD", platform)
+    assert dev.arch == "gfx950" and isinstance(dev.compute, AQLQueue)
+    data = np.arange(1000, dtype=np.float32)
+    mem = dev.allocator.alloc(data.nbytes)
+    dev.allocator.copyin(mem, memoryview(data).cast("B"))
+    out = np.empty_like(data)
+    dev.allocator.copyout(memoryview(out).cast("B"), mem)
+    np.testing.assert_array_equal(out, data)
+    if isinstance(dev.compiler, MissingCompiler):  # clang-19 only: gfx950 needs LLVM >= 20 or comgr
+        with pytest.raises(CompileError, match="AMD: cannot compile for gfx950: .*LLVM >= 20"):
+            dev.compiler.compile_cached("void k() {}")
+    dev.close()
 
 
 @pytest.mark.slow

@@ -53,7 +53,7 @@ from ember.amd_runtime.signal import (
 )
 from ember.amd_runtime.topology import TOPOLOGY_NODES, GpuNode, discover_gpus
 from ember.codegen import HIPRenderer
-from ember.runtime import Buffer, CompiledDevice, LRUAllocator, Program
+from ember.runtime import Buffer, CompiledDevice, CompileError, Compiler, LRUAllocator, Program
 from ember.uops.settings import Flag
 
 
@@ -126,6 +126,26 @@ def _kfd_process(platform: Platform) -> _KfdProcess:
             kfd = Kfd.open(platform)
             proc = _processes[id(platform)] = _KfdProcess(platform, kfd, nodes, DoorbellPages(kfd))
         return proc
+
+
+class MissingCompiler(Compiler):
+    """Stands in for HIPCompiler where neither comgr nor a new enough clang targets the GPU (e.g. gfx950 with only
+    clang-19): the device still allocates, copies and runs code objects built elsewhere; compiling says why not."""
+
+    def __init__(self, arch: str, why: str):
+        super().__init__(None)
+        self.arch, self.why = arch, why
+
+    def compile(self, src: str) -> bytes:
+        raise CompileError(f"AMD: cannot compile for {self.arch}: {self.why}")
+
+
+def hip_compiler(arch: str) -> Compiler:
+    """HIPCompiler(arch), or a MissingCompiler saying what is missing."""
+    try:
+        return HIPCompiler(arch)
+    except (FileNotFoundError, ValueError) as e:
+        return MissingCompiler(arch, str(e))
 
 
 def device_index(name: str) -> int:
@@ -371,7 +391,7 @@ class AMDDevice(CompiledDevice):
         self._ticket_base = 0  # the tickets of submissions before the last timeline wrap are <= this
         self._scratch: tuple[GpuBuffer, int, int] | None = None  # (buffer, lane bytes, tmpring)
         self.closed = False
-        super().__init__(name, AMDAllocator(self), HIPRenderer(node.arch), HIPCompiler(node.arch), AMDProgram)
+        super().__init__(name, AMDAllocator(self), HIPRenderer(node.arch), hip_compiler(node.arch), AMDProgram)
         self.kernargs = KernargArena(self)
         self._owned.append(self.kernargs.buffer)
         proc.devices.append(self)
@@ -489,5 +509,5 @@ class AMDDevice(CompiledDevice):
         self.proc.devices.remove(self)
 
 
-__all__ = ["AMDDevice", "AMDAllocator", "AMDMemory", "AMDProgram", "KernargArena", "MOCKGPU", "MOCKGPU_COUNT",
-           "AMD_AQL", "device_index", "mock_platform"]
+__all__ = ["AMDDevice", "AMDAllocator", "AMDMemory", "AMDProgram", "KernargArena", "MissingCompiler", "hip_compiler",
+           "MOCKGPU", "MOCKGPU_COUNT", "AMD_AQL", "device_index", "mock_platform"]
