@@ -5,6 +5,10 @@
     ember-llama preprocess c4-train.json.gz --output data/c4 --tokenizer tokenizer.model --validation-fraction 0.01
     ember-llama tokenizer-train corpus/ --vocab-size 4096 --output tokenizer.model
     mpirun -np 2 ember-llama train --dp 2       # data parallel over 2 MPI ranks (see the README)
+
+Every error is caught at the top: one line on stderr saying what went wrong and what to do, exit code 2 for a bad
+input (arguments, config, files) and 1 for a failure while running; the traceback only with `--debug` (anywhere on
+the command line) or DEBUG>=1.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import argparse
 import json
 import os
 import sys
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -76,7 +81,8 @@ def _tokenizer_train(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ember-llama", description="The MLPerf Llama 3.1 trainer on Ember.")
+    parser = argparse.ArgumentParser(prog="ember-llama", description="The MLPerf Llama 3.1 trainer on Ember. Pass "
+                                     "--debug (anywhere) for the traceback of an error.")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("train", help="train (no arguments: the embedded default run)",
                        description="Train a Llama. Flags override the config file, which overrides the MLPerf "
@@ -105,13 +111,51 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_HINTS: tuple[tuple[type[BaseException], str], ...] = (
+    (FileNotFoundError, "check the path"),
+    (PermissionError, "check the permissions of the file or folder"),
+    (IsADirectoryError, "give a file, not a folder"),
+    (NotADirectoryError, "give a folder, not a file"),
+    (MemoryError, "lower SEQLEN or BS"),
+    (ImportError, "install the missing package (see the README)"),
+    (OSError, "check the disk and the paths given"),
+)
+_INPUT_ERRORS = (ValueError, TypeError, OSError, ImportError)  # a bad argument, config value or file: exit code 2
+
+
+def _debug_requested(argv: list[str]) -> bool:
+    raw = os.environ.get("DEBUG", "").strip()
+    return "--debug" in argv or (raw.isdigit() and int(raw) >= 1)
+
+
+def describe_error(command: str, e: BaseException, debug: bool = False) -> str:
+    """The one line the CLI prints for an error: what went wrong (the message's first line) and what to do."""
+    lines = str(e).strip().splitlines()
+    what = lines[0] if lines else type(e).__name__
+    if not isinstance(e, ValueError | TypeError | FloatingPointError) or what == type(e).__name__:
+        what = f"{type(e).__name__}: {what}" if lines else what
+    hint = next((h for kind, h in _HINTS if isinstance(e, kind)), None)
+    todo = [*([hint] if hint else []), *([] if debug else ["rerun with --debug for the traceback"])]
+    return f"ember-llama {command}: error: {what}" + (f" ({'; '.join(todo)})" if todo else "")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """Run the CLI on `argv` (default: sys.argv[1:]); returns the exit code."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    debug = _debug_requested(args_list)
+    args = build_parser().parse_args([a for a in args_list if a != "--debug"])
     try:
         return int(args.run(args))
-    except (ValueError, TypeError, FileNotFoundError, ImportError) as e:
-        print(f"ember-llama {args.command}: error: {e}", file=sys.stderr)
-        return 2
+    except KeyboardInterrupt:
+        print(f"ember-llama {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except SystemExit:
+        raise
+    except BaseException as e:  # noqa: BLE001 - the top level: every error becomes one line and an exit code
+        if debug:
+            traceback.print_exc(file=sys.stderr)
+        print(describe_error(args.command, e, debug), file=sys.stderr)
+        return 2 if isinstance(e, _INPUT_ERRORS) else 1
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ember.mlperf_llama.atomic import write_atomic
+from ember.tensor import files
 
 PRESET_NAMES: tuple[str, ...] = ("tiny", "small", "8B")
 DTYPES: tuple[str, ...] = ("float32", "bfloat16")
@@ -220,7 +220,7 @@ class TrainConfig:
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write :meth:`to_dict` as JSON to ``path`` atomically (temp file in the same directory, then rename)."""
-        write_atomic(path, json.dumps(self.to_dict(), indent=2) + "\n")
+        files.atomic_write(path, json.dumps(self.to_dict(), indent=2) + "\n")
 
 
 # ---- environment variables and help ----------------------------------------------------------------

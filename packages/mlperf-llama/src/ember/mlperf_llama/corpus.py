@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ember.mlperf_llama.atomic import atomic_open
+from ember.tensor import files
 
 __all__ = ["stdlib_corpus", "stdlib_source_files", "unigram_entropy", "unigram_entropy_of"]
 
@@ -101,7 +101,7 @@ def stdlib_corpus(out_dir: str | os.PathLike[str], max_bytes: int = 4_000_000) -
     if not lines:
         raise ValueError(f"stdlib_corpus: no readable .py files under {sysconfig.get_paths()['stdlib']!r}")
 
-    with atomic_open(path, "w", encoding="utf-8", newline="\n") as f:
+    with files.atomic_open(path, "w", encoding="utf-8", newline="\n") as f:
         f.writelines(lines)
     return path
 

@@ -21,6 +21,7 @@ import operator
 import os
 import struct
 import tempfile
+import warnings
 import weakref
 from array import array
 from collections.abc import Iterator
@@ -31,7 +32,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
-from ember.mlperf_llama.atomic import atomic_open, write_atomic
+from ember.tensor import files
 
 __all__ = [
     "DTYPE_CODES",
@@ -467,8 +468,14 @@ def _sample_index(
     return out
 
 
+def _sha256(a: np.ndarray) -> str:
+    h = hashlib.sha256(f"{a.dtype.str} {a.shape}".encode())
+    h.update(np.ascontiguousarray(a).data)
+    return h.hexdigest()
+
+
 def _atomic_save(path: Path, array_: np.ndarray) -> None:
-    with atomic_open(path, "wb") as f:
+    with files.atomic_open(path, "wb") as f:
         np.save(f, array_, allow_pickle=False)
 
 
@@ -568,13 +575,27 @@ class GPTDataset:
             name: cache_dir / f"{key}-gpt-{name}.npy" for name in ("document_index", "sample_index", "shuffle_index")
         }
 
+    def _description_path(self, paths: dict[str, Path]) -> Path:
+        return paths["document_index"].with_name(
+            paths["document_index"].name.replace("-document_index.npy", "-description.json"))
+
     def _load_cache(self, paths: dict[str, Path]) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """The cached index arrays when they are exactly what this dataset builds: the description (written last)
+        names the same arguments and holds each array's sha256, which must match; the values must be in range.
+        Anything else (missing, unreadable, edited, zeroed) is a miss, with a warning when files were there."""
         if not all(path.is_file() for path in paths.values()):
             return None
+        description_path = self._description_path(paths)
         try:
+            stored = json.loads(description_path.read_text())
             arrays = tuple(np.load(paths[name], mmap_mode="r", allow_pickle=False) for name in paths)
-        except (OSError, ValueError):
-            return None  # unreadable (e.g. an interrupted older writer): rebuild and overwrite
+        except (OSError, ValueError) as e:  # unreadable (e.g. an interrupted older writer): rebuild and overwrite
+            return self._reject(description_path, f"unreadable ({e})")
+        if not isinstance(stored, dict) or not isinstance(stored.get("sha256"), dict):
+            return self._reject(description_path, "no checksums")
+        checksums = stored.pop("sha256")
+        if json.dumps(stored, sort_keys=True) != self._description:
+            return self._reject(description_path, "written for other arguments")
         document_index, sample_index, shuffle_index = arrays
         expected_shapes = (
             (self._num_epochs * len(self._dataset),),
@@ -582,23 +603,43 @@ class GPTDataset:
             (self._total_samples,),
         )
         if tuple(a.shape for a in arrays) != expected_shapes:
-            return None
+            return self._reject(description_path, f"shapes {[a.shape for a in arrays]}, expected {expected_shapes}")
+        for name, a in zip(paths, arrays):
+            if checksums.get(name) != _sha256(a):
+                return self._reject(paths[name], "its sha256 does not match the one stored with the index")
+        if len(document_index) and not 0 <= int(document_index.min()) <= int(document_index.max()) < len(self._dataset):
+            return self._reject(paths["document_index"], "sequence ids out of range")
+        if not (0 <= int(sample_index[:, 0].min()) and int(sample_index[:, 0].max()) < len(document_index)) or \
+                int(sample_index[:, 1].min()) < 0:
+            return self._reject(paths["sample_index"], "positions out of range")
+        if len(shuffle_index) and not (0 <= int(shuffle_index.min()) and
+                                       int(shuffle_index.max()) < self._total_samples):
+            return self._reject(paths["shuffle_index"], "sample ids out of range")
         return document_index, sample_index, shuffle_index
+
+    def _reject(self, path: Path, why: str) -> None:
+        warnings.warn(f"GPTDataset: the cached index {path} is rejected ({why}); building it again", stacklevel=3)
+        return None
 
     def _save_cache(self, paths: dict[str, Path]) -> None:
         directory = next(iter(paths.values())).parent
-        directory.mkdir(parents=True, exist_ok=True)
+        try:
+            files.make_private_folder(directory)
+        except OSError as e:
+            warnings.warn(f"GPTDataset: not caching the index in {directory} ({e})", stacklevel=3)
+            return
         arrays = {
             "document_index": self._document_index,
             "sample_index": self._sample_index,
             "shuffle_index": self._shuffle_index,
         }
+        description_path = self._description_path(paths)
+        description_path.unlink(missing_ok=True)  # (while the arrays change, no description vouches for them)
         for name, path in paths.items():
             _atomic_save(path, arrays[name])
-        description_path = paths["document_index"].with_name(
-            paths["document_index"].name.replace("-document_index.npy", "-description.json")
-        )
-        write_atomic(description_path, self._description + "\n")
+        stored = json.loads(self._description)
+        stored["sha256"] = {name: _sha256(arrays[name]) for name in paths}
+        files.atomic_write(description_path, json.dumps(stored, sort_keys=True) + "\n")
 
     @property
     def dataset(self) -> IndexedDataset:

@@ -207,7 +207,19 @@ class Llama:
         Tensor.realize_all(*self.parameters())
         self._rope: dict[int, tuple[Tensor, Tensor]] = {}
         self.devices: tuple[str, ...] | None = None  # set by shard()
+        self.device: str | None = None  # set by to_(): the one device of an unsharded model (None: the default)
         self.mp = 1
+
+    def to_(self, device: str) -> None:
+        """Move the (unsharded) model to `device` in place, keeping every parameter's identity. The weights are
+        drawn on the default device first, so a seed gives the same model on every device."""
+        if self.devices is not None:
+            raise ValueError(f"Llama.to_: the model is sharded over {self.devices}; call to_ before shard")
+        for p in self.parameters():
+            if p.device != device:
+                p.uop = p.detach().to(device).contiguous().realize().uop
+        self.device = self.tok_embeddings.weight.device  # (canonical, as the tensors name it)
+        self._rope.clear()
 
     def shard(self, devices: tuple[str, ...], mode: str) -> None:
         """Spread the model over `devices` in place (call it before making the optimizer).
@@ -289,7 +301,8 @@ class Llama:
     def _rope_for(self, seq_len: int) -> tuple[Tensor, Tensor]:
         if seq_len not in self._rope:
             cos, sin = rope_tables(self.cfg, seq_len)
-            self._rope[seq_len] = (Tensor(cos, self.devices).realize(), Tensor(sin, self.devices).realize())
+            where = self.devices or self.device
+            self._rope[seq_len] = (Tensor(cos, where).realize(), Tensor(sin, where).realize())
         return self._rope[seq_len]
 
     def _norm(self, x: Tensor, weight: Tensor) -> Tensor:
@@ -322,8 +335,8 @@ class Llama:
                              f"{tokens.dtype!r}")
         if tokens.shape[1] > self.cfg.max_seq_len:
             raise ValueError(f"Llama: sequence length {tokens.shape[1]} exceeds max_seq_len {self.cfg.max_seq_len}")
-        if tokens.device != (self.devices or tokens.device):
-            raise ValueError(f"Llama: tokens are on {tokens.device}, the model on {self.devices}")
+        if tokens.device != (self.devices or self.device or tokens.device):
+            raise ValueError(f"Llama: tokens are on {tokens.device}, the model on {self.devices or self.device}")
         cos, sin = self._rope_for(tokens.shape[1])
         h = embedding(tokens, self.tok_embeddings.weight)
         for layer in self.layers:

@@ -35,7 +35,7 @@ from typing import Any, Literal
 
 import regex  # type: ignore[import-untyped,unused-ignore]
 
-from ember.mlperf_llama.atomic import write_atomic
+from ember.tensor import files
 
 __all__ = [
     "LLAMA3_PATTERN",
@@ -464,7 +464,7 @@ class TiktokenTokenizer:
             base64.b64encode(token) + b" " + str(rank).encode("ascii")
             for token, rank in sorted(self._ranks.items(), key=lambda kv: kv[1])
         ]
-        write_atomic(out, b"\n".join(lines) + b"\n")
+        files.atomic_write(out, b"\n".join(lines) + b"\n")
         return out
 
     def __repr__(self) -> str:

@@ -15,11 +15,12 @@ every rank takes the same step. Rank 0 alone logs and writes checkpoints.
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 import shutil
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -28,16 +29,15 @@ from typing import Any
 
 import numpy as np
 
-from ember.mlperf_llama.atomic import write_atomic
 from ember.mlperf_llama.config import TrainConfig
 from ember.mlperf_llama.data import GPTDataset, IndexedDataset, batches
 from ember.mlperf_llama.distributed import World
 from ember.mlperf_llama.logging import MLLogger, Progress, WandbLogger, log_hyperparameters, log_submission
-from ember.mlperf_llama.model import Llama, LlamaConfig, flops_per_token, parameter_count, preset
+from ember.mlperf_llama.model import Llama, LlamaConfig, flops_per_token, parameter_count, parameter_shapes, preset
 from ember.mlperf_llama.schedule import learning_rate
 from ember.mlperf_llama.tokenizer import load_tokenizer
-from ember.tensor import Tensor, dtypes, jit, no_grad
-from ember.tensor.nn import optim, safe_load, safe_save
+from ember.tensor import Tensor, dtypes, files, jit, no_grad
+from ember.tensor.nn import optim, safe_load, safe_load_metadata, safe_save
 
 CHECKPOINT_FORMAT = 2  # 2: whole, unpadded tensors by parameter name (optimizer state too), for any layout
 
@@ -153,6 +153,8 @@ class Trainer:
         self.model = Llama(self.model_cfg, seed=cfg.seed, dtype=dtype)
         if self.devices is not None:
             self.model.shard(self.devices, "mp" if cfg.mp > 1 else "dp")
+        else:  # --device without DEV=: the model must live where the batches are placed
+            self.model.to_(cfg.device)
         params = self.model.named_parameters()
         # Megatron's groups: no weight decay on 1-D parameters (the norms); everything else decays, embedding too
         decay = [p for p in params.values() if p.ndim >= 2]
@@ -241,13 +243,41 @@ def local_devices(device: str, n: int) -> tuple[str, ...]:
 
 
 # *** checkpoints ***
+_STEP_DIR = re.compile(r"step_\d{8}")
+_LEGACY_TEMP = re.compile(r"\.(step_\d{8}|latest)\..+")  # temps of the writer before ember.uops.files
+
+
+def clean_checkpoint_dir(directory: Path) -> list[Path]:
+    """Remove the temp files and folders a killed checkpoint write left in `directory` (called at the start of a run,
+    before anything writes there); returns them."""
+    removed = files.remove_stale_temps(directory)
+    if directory.is_dir():
+        for p in directory.iterdir():
+            if _LEGACY_TEMP.fullmatch(p.name) and files.TEMP_MARK not in p.name:
+                shutil.rmtree(p, ignore_errors=True) if p.is_dir() and not p.is_symlink() else p.unlink(missing_ok=True)
+                removed.append(p)
+    return removed
+
+
+def check_checkpoint_dir(directory: str | Path) -> Path:
+    """`directory` as a checkpoint folder: a folder, or a path where one can be made; ValueError otherwise."""
+    path = Path(directory).expanduser()
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"--checkpoint-dir {str(directory)!r} is a file, not a folder; give a folder (it is created "
+                         "when missing)")
+    blocked = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+    if blocked is not None:
+        raise ValueError(f"--checkpoint-dir {str(directory)!r}: {blocked} is a file, so the folder cannot be made")
+    return path
+
+
 def save_checkpoint(directory: Path, trainer: Trainer, step: int, extra: dict[str, Any]) -> Path:
-    """Write `directory/step_XXXXXXXX/` (model, optimizer, state.json) atomically: a temp dir renamed into place,
-    then the `latest` pointer replaced. A crash at any point leaves the previous checkpoint intact."""
-    directory.mkdir(parents=True, exist_ok=True)
+    """Write `directory/step_XXXXXXXX/` (model, optimizer, state.json) atomically: a temp folder (files fsynced)
+    renamed into place, then the `latest` pointer replaced. A crash at any point leaves the previous checkpoint
+    intact, and the next run removes the temps it left (clean_checkpoint_dir)."""
+    check_checkpoint_dir(directory).mkdir(parents=True, exist_ok=True)
     final = directory / f"step_{step:08d}"
-    tmp = Path(tempfile.mkdtemp(dir=directory, prefix=f".{final.name}."))
-    try:
+    with files.atomic_folder(final) as tmp:
         trainer.opt.step_count = step  # jit replays do not run the Python side of step()
         # whole, unpadded tensors by parameter name: any device layout (dp, mp, zero) loads them
         safe_save(trainer.model.checkpoint_state(), tmp / "model.safetensors")
@@ -258,13 +288,7 @@ def save_checkpoint(directory: Path, trainer: Trainer, step: int, extra: dict[st
                  "rng": list(Tensor.rng_state()), "config": trainer.cfg.to_dict(),
                  **extra}
         (tmp / "state.json").write_text(json.dumps(state, indent=1))
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(tmp, final)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    write_atomic(directory / "latest", final.name + "\n")
+    files.atomic_write(directory / "latest", final.name + "\n")
     return final
 
 
@@ -272,31 +296,139 @@ def save_checkpoint(directory: Path, trainer: Trainer, step: int, extra: dict[st
 RESUME_FIELDS = ("preset", "layers", "data_dir", "train_prefix", "valid_prefix", "tokenizer", "batch_size",
                  "grad_acc_steps", "seq_len", "lr", "end_lr", "warmup_samples", "max_steps", "seed", "data_seed",
                  "weight_decay", "beta1", "beta2", "eps", "clip_norm", "dtype", "master_weights", "fake_data")
+_FLOAT_CODES = ("F16", "BF16", "F32", "F64")
+
+
+def _is_count(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def read_checkpoint_state(path: Path) -> dict[str, Any]:
+    """The validated state.json of checkpoint folder `path`; ValueError naming the file, the field and what was
+    expected."""
+    where = path / "state.json"
+    try:
+        state = json.loads(where.read_text())
+    except FileNotFoundError:
+        raise FileNotFoundError(f"resume: {where} is missing; the checkpoint is incomplete") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"resume: {where} is not valid JSON ({e}); expected the state a checkpoint write makes") \
+            from None
+    if not isinstance(state, dict):
+        raise ValueError(f"resume: {where} holds a {type(state).__name__}, expected a JSON object")
+    if state.get("format") != CHECKPOINT_FORMAT:
+        raise ValueError(f"resume: {where} has checkpoint format {state.get('format')!r}, expected {CHECKPOINT_FORMAT}")
+    if not _is_count(state.get("step")):
+        raise ValueError(f"resume: {where} has step {state.get('step')!r}, expected an integer >= 0")
+    if not isinstance(state.get("config"), dict):
+        raise ValueError(f"resume: {where} has no 'config' object (got {type(state.get('config')).__name__}); "
+                         "expected the run's config")
+    rng = state.get("rng")
+    if not (isinstance(rng, list) and len(rng) == 2 and all(_is_count(v) for v in rng)):
+        raise ValueError(f"resume: {where} has rng {rng!r}, expected [seed, counter], two integers >= 0")
+    evals = state.get("evals", [])
+    if not (isinstance(evals, list) and all(isinstance(e, list) and len(e) == 2 and _is_count(e[0]) and
+                                            isinstance(e[1], int | float) for e in evals)):
+        raise ValueError(f"resume: {where} has evals {str(evals)[:80]}, expected a list of [samples, loss]")
+    return state
+
+
+def _check_tensors(where: Path, expected: dict[str, tuple[int, ...]], scalars: tuple[str, ...] = ()) -> None:
+    """Every tensor of the safetensors file `where` a float tensor of the expected shape, the names exactly the
+    expected ones (and `scalars`, a few numbers each); ValueError naming the file and the tensor otherwise."""
+    header, _ = safe_load_metadata(where)
+    names = {k for k in header if k != "__metadata__"}
+    if missing := sorted(set(expected) - names):
+        raise ValueError(f"resume: {where} lacks the tensor {missing[0]!r} (and {len(missing) - 1} more); expected "
+                         "a checkpoint of this model")
+    if unexpected := sorted(names - set(expected) - set(scalars)):
+        raise ValueError(f"resume: {where} holds the tensor {unexpected[0]!r}, which this model does not have")
+    for name in sorted(names):
+        info = header[name]
+        if name in expected and info["dtype"] not in _FLOAT_CODES:
+            raise ValueError(f"resume: {where}: tensor {name!r} has dtype {info['dtype']}, expected a float dtype "
+                             f"({', '.join(_FLOAT_CODES)})")
+        shape = tuple(info["shape"])
+        want = expected.get(name)
+        if want is None:  # the optimizer's own small state (step count, lr, powers of the betas)
+            if info["dtype"] == "BOOL" or math.prod(shape) > 16:
+                raise ValueError(f"resume: {where}: tensor {name!r} has shape {shape} of {info['dtype']}, expected "
+                                 "a few numbers")
+        elif shape != want:
+            raise ValueError(f"resume: {where}: tensor {name!r} has shape {shape}, expected {want}")
 
 
 def load_checkpoint(directory: Path, trainer: Trainer) -> dict[str, Any]:
-    """Restore the latest checkpoint in `directory` into `trainer` in place; returns its state.json."""
+    """Restore the latest checkpoint in `directory` into `trainer` in place; returns its state.json. Every file is
+    checked before anything is loaded: a malformed one is a ValueError naming it, the tensor and what was expected."""
     pointer = directory / "latest"
-    if not pointer.exists():
+    if not pointer.is_file():
         raise FileNotFoundError(f"resume: no checkpoint in {directory} (no 'latest' file)")
-    path = directory / pointer.read_text().strip()
-    state = json.loads((path / "state.json").read_text())
-    if state.get("format") != CHECKPOINT_FORMAT:
-        raise ValueError(f"resume: {path} has checkpoint format {state.get('format')!r}, expected {CHECKPOINT_FORMAT}")
+    name = pointer.read_text(errors="replace").strip()
+    if not _STEP_DIR.fullmatch(name):
+        raise ValueError(f"resume: {pointer} holds {name[:80]!r}, expected the name of a step_XXXXXXXX folder")
+    path = directory / name
+    if not path.is_dir():
+        raise FileNotFoundError(f"resume: {pointer} names {path}, which is not a folder")
+    state = read_checkpoint_state(path)
     saved, now = state["config"], trainer.cfg.to_dict()
     if changed := [k for k in RESUME_FIELDS if saved.get(k) != now.get(k)]:
         raise ValueError(f"resume: the config differs from the checkpoint's in {changed} "
                          f"(checkpoint: {[saved.get(k) for k in changed]}, now: {[now.get(k) for k in changed]})")
-    weights = safe_load(path / "model.safetensors", device=trainer.cfg.device)
+    shapes = parameter_shapes(trainer.model_cfg)
     named = trainer.model.named_parameters()
-    if sorted(weights) != sorted(named):
-        raise ValueError(f"resume: {path / 'model.safetensors'} does not hold this model's parameters")
+    _check_tensors(path / "model.safetensors", shapes)
+    opt_names = [k for k in safe_load_metadata(path / "optimizer.safetensors")[0] if k != "__metadata__"]
+    kinds = {k.partition(".")[0] for k in opt_names if "." in k} & {"m", "v", "master", "momentum"}
+    _check_tensors(path / "optimizer.safetensors", {f"{kind}.{n}": s for kind in kinds for n, s in shapes.items()},
+                   scalars=tuple(k for k in opt_names if "." not in k))
+    weights = safe_load(path / "model.safetensors", device=trainer.cfg.device)
     trainer.model.load_checkpoint_state(weights)
     opt_state = {k: trainer.model.pad(k.partition(".")[2], v.numpy())
                  for k, v in safe_load(path / "optimizer.safetensors", device=trainer.cfg.device).items()}
     trainer.opt.load_param_state_dict(named, opt_state)
-    Tensor.set_rng_state(tuple(state["rng"]))
+    Tensor.set_rng_state((int(state["rng"][0]), int(state["rng"][1])))
     return state
+
+
+# *** memory ***
+def memory_needed(cfg: TrainConfig) -> int:
+    """A lower estimate of the bytes one process needs to train `cfg`: the parameters with their gradients and AdamW
+    state, and one micro-batch's activations kept for the backward pass (the attention scores grow with SEQLEN^2)."""
+    m = model_config(cfg)
+    weight = 2 if cfg.dtype == "bfloat16" else 4
+    state = parameter_count(m) * (2 * weight + 8 + (4 if cfg.master_weights else 0))
+    rows, seq, f32 = cfg.batch_size, cfg.seq_len, 4
+    per_layer = rows * seq * (6 * m.dim + 3 * m.ffn_dim) * f32 + 2 * rows * m.n_heads * seq * seq * f32
+    logits = 2 * rows * seq * m.vocab_size * f32
+    return state + m.n_layers * per_layer + logits
+
+
+def available_memory() -> int | None:
+    """Bytes of host memory available now (MemAvailable), None where it cannot be read."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_memory(cfg: TrainConfig) -> None:
+    """Refuse, before anything is compiled, a run whose SEQLEN (and batch) cannot fit the host's memory (devices that
+    compute in host memory: CPU, PYTHON)."""
+    if not cfg.device.upper().startswith(("CPU", "PYTHON")) or (free := available_memory()) is None:
+        return
+    if (need := memory_needed(cfg)) > free:
+        gib = 1 << 30
+        raise ValueError(f"train: SEQLEN={cfg.seq_len} with BS={cfg.batch_size} needs at least {need / gib:.1f} GiB "
+                         f"for the {cfg.preset} model, but only {free / gib:.1f} GiB of memory is available; lower "
+                         "SEQLEN or BS")
 
 
 # *** the loop ***
@@ -306,6 +438,11 @@ def train(cfg: TrainConfig, world: World | None = None) -> TrainResult:
     cfg.validate()
     world = world if world is not None else World.from_environment()
     root = world.is_root
+    check_memory(cfg)
+    if cfg.checkpoint_dir:
+        check_checkpoint_dir(cfg.checkpoint_dir)
+        if root:
+            clean_checkpoint_dir(Path(cfg.checkpoint_dir).expanduser())
     ml = MLLogger((cfg.log_mlperf or None) if root else None)
     ml.event("cache_clear", True)
     ml.start("init_start")
@@ -358,7 +495,8 @@ def train(cfg: TrainConfig, world: World | None = None) -> TrainResult:
             wandb.log({"train/loss": loss, "train/lr": trainer.opt.lr, "train/grad_norm": grad_norm,
                        "train/tokens_per_s": tps, **({"train/mfu": mfu} if mfu is not None else {})}, step=samples)
             if not np.isfinite(loss):
-                raise FloatingPointError(f"train: the loss is {loss} at step {step}; lower the learning rate")
+                raise FloatingPointError(f"train: the loss is {loss} at step {step}: the run diverged and stopped "
+                                         "(no checkpoint written); lower the learning rate (LR) or check the data")
             if cfg.benchmark:
                 continue
             if step % cfg.eval_every_steps == 0 or step == total_steps:
@@ -405,6 +543,7 @@ def evaluate(cfg: TrainConfig, checkpoint: str | None = None, world: World | Non
     initialized model when None; over the ranks of `world` as `train` does."""
     cfg.validate()
     world = world if world is not None else World.from_environment()
+    check_memory(cfg)
     trainer = Trainer(cfg, world)
     if checkpoint:
         load_checkpoint(Path(checkpoint), trainer)

@@ -20,6 +20,8 @@ from pathlib import Path
 
 from ember.uops import files, settings
 
+_LEGACY_MAGICS = (b"EMBC", b"EMBR")  # entries of the format before ember.uops.files: rebuilt
+
 
 class CompileError(RuntimeError):
     """The device compiler rejected a source; the message holds the compiler's output and the source."""
@@ -95,7 +97,7 @@ class Compiler:
         """The library of the entry `key` (through its reference), None if there is none or it is refused (deleted,
         with a warning, so that the caller's compile replaces it)."""
         path = folder / key
-        if (entry := files.read_entry(path, key)) is None:
+        if (entry := files.read_entry(path, key, legacy=_LEGACY_MAGICS)) is None:
             return None
         kind = entry.meta.get("kind")
         if kind == "library":

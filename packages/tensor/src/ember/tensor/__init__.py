@@ -5,6 +5,6 @@ __version__ = "0.3.0"
 from ember.tensor import nn  # noqa: E402
 from ember.tensor.jit import jit  # noqa: E402
 from ember.tensor.tensor import Tensor, no_grad  # noqa: E402
-from ember.uops import dtypes  # noqa: E402
+from ember.uops import dtypes, files  # noqa: E402
 
-__all__ = ["Tensor", "dtypes", "jit", "nn", "no_grad"]
+__all__ = ["Tensor", "dtypes", "files", "jit", "nn", "no_grad"]

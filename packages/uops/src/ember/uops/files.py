@@ -77,15 +77,15 @@ def make_private_folder(path: str | os.PathLike[str]) -> Path:
     return path
 
 
-_warned: set[tuple[str, str]] = set()
+_warned: set[str] = set()
 _warned_lock = threading.Lock()
 
 
 def _warn_once(where: str, message: str) -> None:
     with _warned_lock:
-        if (where, message) in _warned:
+        if where in _warned:
             return
-        _warned.add((where, message))
+        _warned.add(where)
     warnings.warn(message, stacklevel=3)
 
 
@@ -98,7 +98,7 @@ def cache_folder(name: str) -> Path | None:
         make_private_folder(root)
         return make_private_folder(root / name)
     except OSError as e:  # UnsafeFolderError included
-        _warn_once(str(root / name), f"ember cache: cannot write or trust {root / name} ({e}); running without "
+        _warn_once(f"{root / name} {e}", f"ember cache: cannot write or trust {root / name} ({e}); running without "
                                      "this cache")
         return None
 
@@ -260,9 +260,10 @@ def decode_entry(data: bytes, key: str) -> Entry:
     return Entry(header["meta"], payload)
 
 
-def read_entry(path: str | os.PathLike[str], key: str) -> Entry | None:
+def read_entry(path: str | os.PathLike[str], key: str, legacy: tuple[bytes, ...] = ()) -> Entry | None:
     """The verified entry at `path` written for `key`, or None: no entry, or one that fails verification (a warning;
-    the file is deleted so that the caller's rebuild replaces it). A hit counts as a use for the LRU bound."""
+    the file is deleted so that the caller's rebuild replaces it). A file that starts with one of the `legacy` magics
+    (a cache's older format) is deleted with one warning per folder. A hit counts as a use for the LRU bound."""
     path = Path(path)
     try:
         data = path.read_bytes()
@@ -270,6 +271,11 @@ def read_entry(path: str | os.PathLike[str], key: str) -> Entry | None:
         return None
     except OSError as e:
         warnings.warn(f"ember cache: cannot read {path}: {e}", stacklevel=2)
+        return None
+    if legacy and data.startswith(legacy):
+        _warn_once(f"legacy {path.parent}", f"ember cache: {path.parent} holds entries of an older format (e.g. "
+                                            f"{path.name}); they are not trusted, deleted and built again")
+        path.unlink(missing_ok=True)
         return None
     try:
         entry = decode_entry(data, key)

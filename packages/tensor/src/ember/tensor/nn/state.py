@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import struct
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from typing import Any
 from ember.runtime import Device
 from ember.tensor import engine, realize
 from ember.tensor.tensor import Tensor
-from ember.uops import DType, Ops, UOp, dtypes
+from ember.uops import DType, Ops, UOp, dtypes, files
 
 SAFETENSORS_DTYPES: dict[str, DType] = {
     "BOOL": dtypes.bool, "U8": dtypes.uint8, "I8": dtypes.int8, "U16": dtypes.uint16, "I16": dtypes.int16,
@@ -109,19 +108,10 @@ def safe_save(tensors: Mapping[str, Tensor], path: str | os.PathLike[str],
         header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
     head = json.dumps(header, separators=(",", ":")).encode()
     head += b" " * (-len(head) % 8)  # the data starts 8-byte aligned, as the reference writer does
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(struct.pack("<Q", len(head)) + head)
-            for b in blobs:
-                f.write(b)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with files.atomic_open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(head)) + head)
+        for b in blobs:
+            f.write(b)
 
 
 def safe_load_metadata(path: str | os.PathLike[str]) -> tuple[dict[str, Any], int]:
@@ -144,13 +134,28 @@ def safe_load_metadata(path: str | os.PathLike[str]) -> tuple[dict[str, Any], in
     data_len, spans = size - 8 - n, []
     for name, info in header.items():
         if name == "__metadata__":
+            if not isinstance(info, dict) or not all(isinstance(v, str) for v in info.values()):
+                raise ValueError(f"safetensors {path}: __metadata__ must map strings to strings, got {str(info)[:80]}")
             continue
-        if not isinstance(info, dict) or info.get("dtype") not in SAFETENSORS_DTYPES or \
-                not isinstance(info.get("shape"), list) or not isinstance(info.get("data_offsets"), list):
-            raise ValueError(f"safetensors {path}: bad entry for {name!r}: {info!r}")
-        begin, end = info["data_offsets"]
+        if not isinstance(info, dict):
+            raise ValueError(f"safetensors {path}: tensor {name!r} has the entry {str(info)[:80]}, expected "
+                             "{'dtype', 'shape', 'data_offsets'}")
+        if info.get("dtype") not in SAFETENSORS_DTYPES:
+            raise ValueError(f"safetensors {path}: tensor {name!r} has dtype {info.get('dtype')!r}, expected one of "
+                             f"{', '.join(SAFETENSORS_DTYPES)}")
+        shape = info.get("shape")
+        if not isinstance(shape, list) or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0
+                                                  for s in shape):
+            raise ValueError(f"safetensors {path}: tensor {name!r} has shape {shape!r}, expected a list of integers "
+                             ">= 0")
+        offsets = info.get("data_offsets")
+        if not isinstance(offsets, list) or len(offsets) != 2 or \
+                not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets):
+            raise ValueError(f"safetensors {path}: tensor {name!r} has data_offsets {offsets!r}, expected [begin, "
+                             "end], two integers")
+        begin, end = offsets
         count = 1
-        for s in info["shape"]:
+        for s in shape:
             count *= s
         if not 0 <= begin <= end <= data_len or end - begin != count * SAFETENSORS_DTYPES[info["dtype"]].itemsize:
             raise ValueError(f"safetensors {path}: {name!r} has data_offsets {info['data_offsets']} that do not fit "
