@@ -5,6 +5,7 @@ one-XCC part opened and closed."""
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 from collections.abc import Callable, Iterator
@@ -13,8 +14,8 @@ import numpy as np
 import pytest
 
 from ember.amd_runtime.device import AMDDevice, MissingCompiler
-from ember.amd_runtime.mock import MI300X_CPX, MI350X, MockPlatform
-from ember.amd_runtime.mock.gpu import attach_fake_gpus
+from ember.amd_runtime.mock import MI300X, MI300X_CPX, MI350X, MockPlatform
+from ember.amd_runtime.mock.gpu import FakeGpu, attach_fake_gpus
 from ember.amd_runtime.platform import LinuxPlatform
 from ember.amd_runtime.queue import AQLQueue, PM4ComputeQueue
 from ember.runtime import Buffer, CompileError, Device
@@ -185,6 +186,40 @@ def test_a_pm4_device_opens_runs_and_closes():
     dev.close()
     fake = platform.kfd
     assert fake.queues == {} and len(fake.bos) == 1  # only the process's event page is left
+
+
+def test_launches_copies_and_a_graph_with_the_gpu_on_its_own_thread():
+    """Ordering through the timeline holds when the fake GPU runs beside the host."""
+    from ember.amd_runtime.graph import AMDGraph, GraphCopy, GraphKernel
+
+    platform = MockPlatform([MI300X])
+    gpu = FakeGpu(platform.kfd, next(iter(platform.kfd.gpus)), threaded=True)
+    try:
+        dev = AMDDevice("AMD", platform)
+        src = ('extern "C" __attribute__((global)) void __attribute__((amdgpu_flat_work_group_size(1, 64))) '
+               'bump(float* out, const float* x) { unsigned i = __builtin_amdgcn_workgroup_id_x() * 64 + '
+               '__builtin_amdgcn_workitem_id_x(); out[i] = x[i] + 1.0f; }')
+        prg = dev.runtime("bump", dev.compiler.compile_cached(src))
+        n = 3 << 20  # 12 MiB: the copies cycle through the staging buffers while kernels run
+        x = rng.standard_normal(n).astype(np.float32)
+        bufs = [dev.allocator.alloc(4 * n) for _ in range(3)]
+        dev.allocator.copyin(bufs[0], memoryview(x).cast("B"))
+        for i in range(20):
+            prg.launch([bufs[(i + 1) % 2], bufs[i % 2]], (4, 1, 1), (64, 1, 1), (), wait=False)
+        ref = x.copy()
+        ref[:256] = functools.reduce(lambda v, _: v + np.float32(1), range(20), x[:256])
+        out = np.empty_like(x)
+        dev.allocator.copyout(memoryview(out).cast("B"), bufs[0])
+        np.testing.assert_array_equal(out, ref)
+        graph = AMDGraph(dev, [GraphKernel(prg, (bufs[2], 0), (4, 1, 1), (64, 1, 1)),
+                               GraphCopy(bufs[1], bufs[2], 1024)], n_inputs=1)
+        for _ in range(5):
+            graph.exec([bufs[0]])
+        dev.allocator.copyout(memoryview(out).cast("B"), bufs[1])
+        np.testing.assert_array_equal(out[:256], ref[:256] + np.float32(1))
+        dev.close()
+    finally:
+        gpu.detach()
 
 
 def test_an_mi350x_opens_and_copies_without_a_gfx950_compiler():

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from ember.amd_runtime import aql, pm4, sdma
-from ember.amd_runtime.mock import MI300X, MI300X_CPX
+from ember.amd_runtime.mock import MI300X, MI300X_CPX, TopologyProfile
 from ember.amd_runtime.mock.gpu import CommandError, MockGpuRig, open_mock_gpu
 from ember.amd_runtime.queue import HWQueue, PM4ComputeQueue, ring_dwords
 from ember.amd_runtime.signal import TIMELINE_WRAP, Timeline
@@ -177,3 +177,29 @@ def test_a_gpu_page_fault_raises_the_memory_event():
     with pytest.raises(RuntimeError, match=r"AMD:0: GPU memory fault at 0x700000000000 \(page not present\)"):
         wait(rig, done, 1, q)
     assert done.value == 0
+
+
+@pytest.mark.parametrize("profile", [MI300X_CPX, MI300X], ids=["pm4", "aql"])
+def test_a_gpu_on_its_own_thread(profile: TopologyProfile):
+    """The engines beside the host: the host's ring writes, write pointer and doorbell race the GPU thread."""
+    rig = open_mock_gpu(profile, threaded=True)
+    try:
+        compute, copy = rig.compute(ring_size=1024), rig.copy(ring_size=1024)
+        src, dst = rig.host(0x1000), rig.host(0x1000)
+        src.view.write(0, bytes(range(256)) * 16)
+        gate, done, copied = rig.signals.new(), rig.signals.new(), rig.signals.new()
+        for i in range(1, 60):  # both rings wrap several times while the GPU thread reads them
+            copy.copy(dst.va + 64 * (i % 64), src.va + 64 * (i % 64), 64).signal(copied, i).submit()
+            compute.wait(copied, i).signal(done, i).submit()
+        wait(rig, done, 59, compute)
+        assert dst.view.read(64, 59 * 64) == (bytes(range(256)) * 16)[64:60 * 64]
+        compute.wait(gate, 1).signal(done, 100).submit()
+        gate.value = 1  # released by a plain CPU store, seen by the polling GPU thread
+        wait(rig, done, 100, compute)
+        copy.pending.append([0x3F])
+        copy.submit()
+        with pytest.raises(RuntimeError, match="GPU hardware exception on gpu"):
+            wait(rig, rig.signals.new(), 1, copy)
+        assert isinstance(rig.gpu.thread_error, CommandError)
+    finally:
+        rig.gpu.detach()

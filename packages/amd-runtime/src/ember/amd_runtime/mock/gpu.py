@@ -5,8 +5,10 @@ modules do not know is an error) and executing them on the fake driver's memory 
     platform = MockPlatform([MI300X])
     gpu = FakeGpu(platform.kfd, gpu_id)       # attaches to the doorbell and progress hooks
 
-* Execution is synchronous: a doorbell runs the queue until it is empty or blocked on a wait; WAIT_EVENTS (the
-  driver's progress hooks) retries blocked queues, so a signal the CPU sets late releases them.
+* By default execution is synchronous: a doorbell runs the queue until it is empty or blocked on a wait; WAIT_EVENTS
+  (the driver's progress hooks) retries blocked queues, so a signal the CPU sets late releases them. With
+  `threaded=True` the engines run on their own thread beside the host (a doorbell wakes it, it polls blocked
+  waits), so the host's ordering of ring writes, write pointer and doorbell is exercised the way hardware sees it.
 * RELEASE_MEM with int_sel 2 and SDMA TRAP raise an interrupt (`FakeKfd.signal_interrupt`), which is what wakes the
   host's waits; a RELEASE_MEM with data_sel 3 and SDMA TIMESTAMP write the synthetic 100 MHz clock (`clock`), which
   advances by one tick per packet, one per wave instruction a dispatch ran and one per KiB an SDMA copy moved.
@@ -19,6 +21,7 @@ modules do not know is an error) and executing them on the fake driver's memory 
 from __future__ import annotations
 
 import struct
+import threading
 import time
 import weakref
 from dataclasses import dataclass, field
@@ -82,7 +85,7 @@ class FakeGpu:
     """The engines of one GPU `gpu_id` of `fake`. `packets` counts executed packets by name; `dispatches` counts
     kernels run; `clock` is the 100 MHz counter."""
 
-    def __init__(self, fake: FakeKfd, gpu_id: int):
+    def __init__(self, fake: FakeKfd, gpu_id: int, threaded: bool = False, poll_s: float = 0.0005):
         if gpu_id not in fake.gpus:
             raise ValueError(f"FakeGpu: gpu 0x{gpu_id:x} is not a GPU of this fake KFD")
         self.fake, self.gpu_id = fake, gpu_id
@@ -95,19 +98,51 @@ class FakeGpu:
         self._states: dict[int, _QueueState] = {}  # by queue id
         self._programs: weakref.WeakKeyDictionary[MockBo, MemoryProgram] = weakref.WeakKeyDictionary()
         self._running = False
+        self.threaded, self.poll_s = threaded, poll_s
+        self.thread_error: BaseException | None = None  # what stopped the GPU thread
+        self._kick = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
         fake.on_doorbell.append(self._on_doorbell)
-        fake.progress_hooks.append(self.progress)
+        if threaded:  # the GPU runs beside the host: a doorbell only wakes it, WAIT_EVENTS just sleeps
+            self._thread = threading.Thread(target=self._gpu_thread, name=f"fake-gpu-{gpu_id:x}", daemon=True)
+            self._thread.start()
+        else:
+            fake.progress_hooks.append(self.progress)
 
     def detach(self) -> None:
-        """Stop listening to the fake driver's doorbells and progress."""
+        """Stop listening to the fake driver's doorbells and progress (and stop the GPU thread)."""
         self.fake.on_doorbell.remove(self._on_doorbell)
-        self.fake.progress_hooks.remove(self.progress)
+        if self._thread is not None:
+            self._stop.set()
+            self._kick.set()
+            self._thread.join()
+            self._thread = None
+        else:
+            self.fake.progress_hooks.remove(self.progress)
+
+    def _gpu_thread(self) -> None:
+        """The threaded mode's engine loop: run the queues whenever a doorbell rings, and keep polling the waits
+        that block them (the CPU may release one with a plain store). A packet it cannot run is a hardware
+        exception for the host (`thread_error` holds it)."""
+        while not self._stop.is_set():
+            self._kick.wait(self.poll_s)
+            self._kick.clear()
+            try:
+                with self.fake.lock:
+                    self.progress()
+            except CommandError as e:
+                self.thread_error = e
+                self.fake.raise_hw_exception(self.gpu_id)
 
     # ---- scheduling ----------------------------------------------------------------------------------------------
 
     def _on_doorbell(self, queue: MockQueue, value: int) -> None:
         if queue.gpu_id == self.gpu_id:
-            self.progress()
+            if self.threaded:
+                self._kick.set()
+            else:
+                self.progress()
 
     def _queues(self) -> list[_QueueState]:
         live = {q.queue_id: q for q in self.fake.queues.values() if q.gpu_id == self.gpu_id}
@@ -468,14 +503,14 @@ class MockGpuRig:
         return self.memory.alloc(nbytes, host=True)
 
 
-def open_mock_gpu(profile: TopologyProfile = MI300X_CPX, device: str = "AMD:0") -> MockGpuRig:
-    """A one-GPU MockPlatform of `profile`, opened, with its FakeGpu attached."""
+def open_mock_gpu(profile: TopologyProfile = MI300X_CPX, device: str = "AMD:0", threaded: bool = False) -> MockGpuRig:
+    """A one-GPU MockPlatform of `profile`, opened, with its FakeGpu attached (on its own thread if `threaded`)."""
     platform = MockPlatform([profile])
     node, kfd = discover_gpus(platform, visible=())[0], Kfd.open(platform)
     memory = GpuMemory(kfd, node.gpu_id, kfd.open_gpu(node.gpu_id, node.render_minor), device)
     events = DeviceEvents.create(kfd, memory, device)
     signals = SignalPool(lambda: memory.alloc(SIGNAL_PAGE_SIZE, uncached=True, cpu_access=True))
     return MockGpuRig(platform, kfd, node, memory, events, signals, DoorbellPages(kfd),
-                      FakeGpu(platform.kfd, node.gpu_id))
+                      FakeGpu(platform.kfd, node.gpu_id, threaded))
 
 __all__ = ["FakeGpu", "CommandError", "attach_fake_gpus", "MockGpuRig", "open_mock_gpu"]
