@@ -386,3 +386,13 @@ def test_random_like_randperm_idiv_and_stable_keyword():
     check(Tensor(a).sort(dim=1, stable=True)[1], torch.tensor(a).sort(dim=1, stable=True)[1])
     check(Tensor(a).argsort(dim=0, descending=True, stable=True),
           torch.tensor(a).argsort(dim=0, descending=True, stable=True))
+
+
+def test_pad_and_flip_argument_orders_of_tinygrad_and_torch():
+    a = normal((1, 3, 4), 1)
+    check(Tensor(a).pad((1, 2), "reflect"), F.pad(torch.tensor(a), (1, 2), "reflect"))
+    check(Tensor(a).pad((1, 2), "constant", 2.5), F.pad(torch.tensor(a), (1, 2), "constant", 2.5))
+    check(Tensor(a).pad((1, 2), mode="replicate"), F.pad(torch.tensor(a), (1, 2), mode="replicate"))
+    check(Tensor(a).pad((1, 2), -1.0), F.pad(torch.tensor(a), (1, 2), value=-1.0))
+    check(Tensor(a).flip(1, 2), torch.tensor(a).flip(1, 2))
+    check(Tensor(a).flip((0, -1)), torch.tensor(a).flip((0, -1)))

@@ -67,10 +67,15 @@ class MovementMixin:
         x = self.reshape((1,) * (len(new) - self.ndim) + self.shape)
         return Tensor(x.uop.expand(tuple(s if n == -1 else n for s, n in zip(x.shape, new))))
 
-    def pad(self, padding: Sequence[Any], value: float = 0.0, mode: str = "constant") -> Tensor:
+    def pad(self, padding: Sequence[Any], value: float | str = 0.0, mode: str | float = "constant") -> Tensor:
         """Pad each dim by (before, after): `padding` is one pair (or None) per dim from the first, or torch's flat
         form (left, right, top, bottom, ...) from the last dim. Negative amounts cut. `mode`: "constant" (with
-        `value`), "reflect" (mirror, edge not repeated) or "replicate" (repeat the edge)."""
+        `value`, in the tensor's dtype), "reflect" (mirror, edge not repeated), "replicate" (repeat the edge) or
+        "circular" (wrap around). tinygrad's and torch's order `x.pad(padding, "reflect")` works too."""
+        if isinstance(value, str):  # pad(padding, mode[, value])
+            value, mode = (0.0 if isinstance(mode, str) else mode), value
+        if not isinstance(mode, str):
+            raise TypeError(f"pad: mode must be a str, got {mode!r}")
         if mode not in ("constant", "reflect", "replicate", "circular"):
             raise ValueError(f"pad: mode must be 'constant', 'reflect', 'replicate' or 'circular', got {mode!r}")
         padding = tuple(padding)
@@ -245,8 +250,9 @@ class MovementMixin:
         bounds = tuple((0, s) if b is None else (int(b[0]), int(b[1])) for b, s in zip(bounds, self.shape))
         return Tensor(self.uop.shrink(bounds))
 
-    def flip(self, axis: int | Sequence[int]) -> Tensor:
-        axes = normalize_axis(axis, self.ndim, "flip")
+    def flip(self, axis: int | Sequence[int], *args: int) -> Tensor:
+        """Reverse the order along `axis` (one dim or several: `x.flip(0, 1)` or `x.flip((0, 1))`)."""
+        axes = normalize_axis((axis, *args) if args else axis, self.ndim, "flip")
         return Tensor(self.uop.flip(tuple(i in axes for i in range(self.ndim))))
 
     def view(self, *shape: Any) -> Tensor:
