@@ -280,6 +280,14 @@ def test_layer_and_rms_norm():
     check(lambda a: a.rms_norm((5, 2), eps=1e-2), lambda a: F.rms_norm(a, (5, 2), eps=1e-2), x)
 
 
+def test_group_norm():
+    check(lambda a, w, b: a.group_norm(2, w, b), lambda a, w, b: F.group_norm(a, 2, w, b), arr(3, 4, 5, 2), arr(4),
+          arr(4))
+    check(lambda a: a.group_norm(1, eps=1e-3), lambda a: F.group_norm(a, 1, eps=1e-3), arr(2, 3, 6))
+    with pytest.raises(ValueError, match="do not split into num_groups=3"):
+        Tensor.ones(2, 4, 5).group_norm(3)
+
+
 @pytest.mark.parametrize("p", [2.0, 1.0, 3.0, math.inf])
 def test_normalize(p):
     x = arr(3, 4, 2)

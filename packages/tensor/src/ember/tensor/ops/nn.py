@@ -531,6 +531,23 @@ class NNMixin:
         out = out * weight if weight is not None else out
         return out + bias if bias is not None else out
 
+    def group_norm(self, num_groups: int, weight: Tensor | None = None, bias: Tensor | None = None,
+                   eps: float = 1e-5) -> Tensor:
+        """torch.nn.functional.group_norm: the channels of (N, C, ...) in num_groups groups, each normalized over its
+        channels and the spatial dims, then * weight + bias per channel (each of shape (C,), optional)."""
+        if self.ndim < 2:
+            raise ValueError(f"group_norm: expected (N, C, ...), got shape {self.shape}")
+        channels = self.shape[1]
+        if not isinstance(num_groups, int) or num_groups < 1 or channels % num_groups:
+            raise ValueError(f"group_norm: {channels} channels do not split into num_groups={num_groups!r} groups")
+        for name, t in (("weight", weight), ("bias", bias)):
+            if t is not None and (not isinstance(t, Tensor) or t.shape != (channels,)):
+                raise ValueError(f"group_norm: {name} must have shape ({channels},), got {getattr(t, 'shape', t)!r}")
+        out = self.reshape(self.shape[0], num_groups, -1).layernorm(-1, eps).reshape(self.shape)
+        per_channel = (channels,) + (1,) * (self.ndim - 2)
+        out = out * weight.reshape(per_channel) if weight is not None else out
+        return out + bias.reshape(per_channel) if bias is not None else out
+
     def rmsnorm(self, axis: int | Sequence[int] = -1, eps: float = 1e-6) -> Tensor:
         """x / sqrt(mean(x^2) + eps) over `axis`, with no weight."""
         return self * ((self * self).mean(axis, keepdim=True) + eps).rsqrt()
