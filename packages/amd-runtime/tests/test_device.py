@@ -185,7 +185,8 @@ def test_a_pm4_device_opens_runs_and_closes():
     del prg, perm
     dev.close()
     fake = platform.kfd
-    assert fake.queues == {} and len(fake.bos) == 1  # only the process's event page is left
+    assert (fake.queues, fake.bos, fake.events, platform.live_mappings()) == ({}, {}, {}, [])  # the last device
+    assert [t.op for t in platform.trace[-3:]] == ["ioctl", "close", "close"]  # FREE (event page), render, kfd
 
 
 def test_launches_copies_and_a_graph_with_the_gpu_on_its_own_thread():

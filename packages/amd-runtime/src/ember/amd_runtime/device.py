@@ -109,6 +109,7 @@ class _KfdProcess:
     nodes: list[GpuNode]
     doorbells: DoorbellPages
     event_page: GpuBuffer | None = None
+    event_memory: GpuMemory | None = None  # the memory of the device that allocated the event page
     devices: list[AMDDevice] = field(default_factory=list)
 
 
@@ -373,7 +374,7 @@ class AMDDevice(CompiledDevice):
         self.memory = GpuMemory(kfd, node.gpu_id, kfd.open_gpu(node.gpu_id, node.render_minor), name)
         self.events = DeviceEvents.create(kfd, self.memory, name, proc.event_page)
         if proc.event_page is None:
-            proc.event_page = self.events.event_page
+            proc.event_page, proc.event_memory = self.events.event_page, self.memory
         self.signals = SignalPool(lambda: self._keep(self.memory.alloc(SIGNAL_PAGE_SIZE, uncached=True,
                                                                        cpu_access=True)))
         self.timeline = Timeline(self.signals.new(), self.signals.new())
@@ -501,12 +502,21 @@ class AMDDevice(CompiledDevice):
         self.closed = True
         for kq in reversed(self._kfd_queues):
             destroy_queue(self.proc.kfd, self.memory, kq)
-        for buf in reversed(self._owned):  # signal pages, IB arena, kernargs, scratch (the event page is shared)
+        for buf in reversed(self._owned):  # signal pages, IB arena, kernargs, scratch
             if not buf.freed:
                 self.memory.free(buf)
+        proc = self.proc
+        proc.devices.remove(self)
+        last = not proc.devices
+        if last:  # the process's last device: the shared doorbell mappings, the event page, /dev/kfd
+            proc.doorbells.close()
         self.events.close()
-        self.platform.close(self.memory.render_fd)
-        self.proc.devices.remove(self)
+        if last:
+            if proc.event_page is not None and proc.event_memory is not None:
+                proc.event_memory.free(proc.event_page)
+            proc.kfd.close()  # closes the render nodes too
+            with _processes_lock:
+                _processes.pop(id(self.platform), None)
 
 
 __all__ = ["AMDDevice", "AMDAllocator", "AMDMemory", "AMDProgram", "KernargArena", "MissingCompiler", "hip_compiler",
