@@ -156,5 +156,8 @@ def gradient(root: UOp, targets: list[UOp], root_grad: UOp) -> dict[UOp, UOp]:
             if sg is None or s not in on_path:
                 continue
             grads[s] = sg if s not in grads else grads[s] + sg
+    # (a multi-device target with no gradient is left out: its zeros would need its sharding)
     reached = set(order)
-    return {t: grads[t] if t in grads else _const_like(t, 0) for t in targets if t in grads or t in reached}
+    zeros = {t: _const_like(t, 0) for t in targets
+             if t not in grads and t in reached and not isinstance(t.device, tuple)}
+    return {t: grads[t] if t in grads else zeros[t] for t in targets if t in grads or t in zeros}
