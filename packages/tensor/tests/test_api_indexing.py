@@ -396,3 +396,23 @@ def test_pad_and_flip_argument_orders_of_tinygrad_and_torch():
     check(Tensor(a).pad((1, 2), -1.0), F.pad(torch.tensor(a), (1, 2), value=-1.0))
     check(Tensor(a).flip(1, 2), torch.tensor(a).flip(1, 2))
     check(Tensor(a).flip((0, -1)), torch.tensor(a).flip((0, -1)))
+
+
+def test_setitem_with_advanced_indices():
+    a = normal((4, 5), 3)
+    cases = [([0, 2], 5.0), ((slice(None), [1, 3]), normal((4, 2), 4)), (([0, 1, 3], [4, 0, 2]), normal((3,), 5)),
+             ((slice(1, None), Tensor([[0], [4]])), 7.0), (([-1, 0], slice(None, None, 2)), normal((1, 3), 6)),
+             ((Tensor(a[:, 0] > 0), 1), -2.0)]
+    for idx, value in cases:
+        x = Tensor(a).realize()
+        t = torch.tensor(a)
+        x[idx] = Tensor(value) if isinstance(value, np.ndarray) else value
+        tidx = tuple(torch.tensor(k.numpy()) if isinstance(k, Tensor) else k for k in idx) if isinstance(idx, tuple) \
+            else idx
+        t[tidx] = torch.tensor(value) if isinstance(value, np.ndarray) else value
+        check(x, t)
+    x = Tensor(np.arange(6), dtype=dtypes.int32).realize()
+    x[[5, 0]] = Tensor([50, 7], dtype=dtypes.int32)
+    np.testing.assert_array_equal(x.numpy(), [7, 1, 2, 3, 4, 50])
+    with pytest.raises(ValueError, match="setitem: cannot broadcast the value of shape .3,. to the indexed shape .2,."):
+        x[[0, 1]] = Tensor([1, 2, 3], dtype=dtypes.int32)

@@ -156,8 +156,9 @@ def test_setitem_mask_broadcast_and_errors(dev):
     check(i, torch.tensor([[0, 0, 0], [2, 2, 2]], dtype=torch.int32))
     with pytest.raises(ValueError, match=r"setitem: cannot broadcast the value to the indexed shape \(4, 2\)"):
         t[:, 1:3] = Tensor.ones(3, device=dev)
-    with pytest.raises(IndexError, match="setitem: int-tensor .* indices are not supported"):
-        t[[0, 1]] = 1.0
+    t[[0, 1]] = 1.0  # advanced indices: through scatter (tests/test_api_indexing.py has more)
+    ta[[0, 1]] = 1.0
+    check(t, ta)
 
 
 @pytest.mark.parametrize("dev", ["CPU", "PYTHON"])

@@ -164,9 +164,9 @@ class IndexingMixin:
         return x._advanced_index([p for p, _ in adv], [k for _, k in adv]) if adv else x
 
     def __setitem__(self, idx: Any, value: Any) -> None:
-        """Write `value` (broadcast) into `self[idx]`, in place, for basic indices (ints, slices with any step, None,
-        ...) or one bool mask: `x[1:, ::2] = 0.0`, `x[x < 0] = 0`. A view of a realized tensor writes through to it;
-        anything else is realized first. The write is realized at once."""
+        """Write `value` (broadcast) into `self[idx]`, in place, for any index getitem takes: `x[1:, ::2] = 0.0`,
+        `x[x < 0] = 0`, `x[[0, 2], 1:] = v`. A view of a realized tensor writes through to it; anything else is
+        realized first. The write is realized at once."""
         if isinstance(value, Tensor) and value.device != self.device:
             raise ValueError(f"setitem: value is on {value.device}, the tensor on {self.device}")
         val = value.cast(self.dtype) if isinstance(value, Tensor) else Tensor(value, self.device, self.dtype)
@@ -194,8 +194,7 @@ class IndexingMixin:
         # self with self[idx] replaced by val: each indexed dim's view is undone by pads (and a flip for step < 0)
         items = [_as_index(k, self.device) for k in idx]
         if any(isinstance(k, Tensor) for k in items):
-            raise IndexError("setitem: int-tensor (advanced) indices are not supported; use ints, slices, None, ... "
-                             "or one bool mask")
+            return self._scatter_advanced(tuple(items), val)
         view = self[tuple(items)]
         try:
             val = val.expand(broadcast_shape(val.shape, view.shape)) if val.shape != view.shape else val
@@ -221,6 +220,22 @@ class IndexingMixin:
         for d, k in enumerate(k for k in items if k is not None):
             val, mask = (_unindex_dim(t, d, k, self.shape[d]) for t in (val, mask))
         return mask.where(val, self)
+
+    def _scatter_advanced(self, idx: tuple[Any, ...], val: Tensor) -> Tensor:
+        # self with self[idx] replaced by val, for any index: the flat positions self[idx] reads (the same indexing on
+        # a ramp), scattered into the flattened tensor (a repeated position takes the last value written, as torch)
+        positions = Tensor.arange(self.numel(), device=self.device).reshape(self.shape)[idx]
+        try:
+            val = val.expand(broadcast_shape(val.shape, positions.shape))
+        except ValueError:
+            raise ValueError(f"setitem: cannot broadcast the value of shape {val.shape} to the indexed shape "
+                             f"{positions.shape}") from None
+        if val.shape != positions.shape:
+            raise ValueError(f"setitem: cannot broadcast the value of shape {val.shape} to the indexed shape "
+                             f"{positions.shape}")
+        if not positions.numel():
+            return self
+        return self.flatten().scatter(0, positions.flatten(), val.flatten()).reshape(self.shape)
 
     def _advanced_index(self, dims: list[int], index: list[Tensor]) -> Tensor:
         # numpy rules: the broadcast index shape replaces the indexed dims where they sit if they are adjacent,
