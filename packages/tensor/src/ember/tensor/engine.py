@@ -21,7 +21,7 @@ import numpy as np
 from ember.codegen import CodegenPool, ProgramSpec, beam_search, cached_program, load_program
 from ember.runtime import Buffer, CompileQueue, Device, time_program
 from ember.schedule import ExecItem, Schedule, schedule
-from ember.uops import Ops, UOp, settings, to_numpy_dtype
+from ember.uops import Ops, UOp, dtypes, settings, to_numpy_dtype
 
 # the device memory behind each BUFFER UOp: it lives exactly as long as the UOp does
 buffers: weakref.WeakKeyDictionary[UOp, Buffer] = weakref.WeakKeyDictionary()
@@ -56,6 +56,37 @@ class CompiledKernel:
                             wait=wait)
 
 
+class ScalarKernel(CompiledKernel):
+    """A kernel that shares the program of its scalar family (`lift_float_scalars`): the shared program takes the
+    float constants as arguments, this kernel passes its own values."""
+
+    def __init__(self, shared: CompiledKernel, values: dict[UOp, int]):  # (no super().__init__: nothing to compile)
+        self.device, self.spec, self.program, self.values = shared.device, shared.spec, shared.program, values
+
+    def __call__(self, bufs: list[Buffer], var_vals: dict[UOp, int] | None = None, wait: bool = False) -> float | None:
+        return super().__call__(bufs, {**(var_vals or {}), **self.values}, wait)
+
+
+# float constants whose bits an int32 kernel argument holds (every device passes int arguments of 32 bits at least);
+# not bfloat16, which numpy cannot convert exactly
+_SCALAR_BITS = {dtypes.float32: dtypes.int32, dtypes.float16: dtypes.int16}
+
+
+def lift_float_scalars(ast: UOp) -> tuple[UOp, dict[UOp, int]]:
+    """The kernel with each float constant (a Python scalar such as the 0.37 of `x * 0.37`) made an argument: a
+    DEFINE_VAR `fconst<i>` holding its bits, bitcast back to the float; and each argument's value. Kernels that
+    differ only in such constants lift to the same AST, so they can share one compiled program."""
+    mapping: dict[UOp, UOp] = {}
+    values: dict[UOp, int] = {}
+    for u in ast.toposort():
+        if u.op is Ops.CONST and u.dtype in _SCALAR_BITS and u not in mapping:
+            bits = _SCALAR_BITS[u.dtype]
+            var = UOp.variable(f"fconst{len(values)}", -(1 << 31), (1 << 31) - 1)
+            raw = np.array([u.arg], to_numpy_dtype(u.dtype)).view(to_numpy_dtype(bits))[0]
+            mapping[u], values[var] = var.cast(bits).bitcast(u.dtype), int(raw)
+    return (ast.substitute(mapping) if mapping else ast), values
+
+
 def codegen(ast: UOp, device: str) -> ProgramSpec:
     """The program of a kernel: opts from the heuristic, or from a BEAM search when BEAM is set (both the search's
     winner and the program are cached on disk)."""
@@ -68,6 +99,7 @@ def codegen(ast: UOp, device: str) -> ProgramSpec:
     return cached_program(ast, renderer, opts)
 
 
+BAKED_PER_FAMILY = 2  # kernels of a scalar family compiled with their constants in the source (see Engine)
 POOL_MIN_KERNELS = 8  # fewer kernels than this are built here: a worker's round trip would not pay
 
 
@@ -114,6 +146,13 @@ class Engine:
 
     def __init__(self) -> None:
         self.kernels: dict[tuple[UOp, str], CompiledKernel] = {}
+        # scalar families (lift_float_scalars): the first BAKED_PER_FAMILY kernels of a family are compiled with their
+        # constants in the source (as fast as it gets, and bit for bit what a program that uses a few scalars saw
+        # before); the next one compiles the family's shared program, which it and every later one use: 100
+        # distinct scalars make BAKED_PER_FAMILY + 1 compiles
+        self.family_sizes: dict[tuple[UOp, str], int] = {}  # (lifted AST, device) -> kernels of the family so far
+        self.sharing: dict[tuple[UOp, str], tuple[tuple[UOp, str], dict[UOp, int]] | None] = {}
+        self.shared: dict[tuple[UOp, str], CompiledKernel] = {}  # (lifted AST, device) -> the shared program
         self.pools: dict[int, CodegenPool] = {}  # helper processes for codegen, by their number
         self.schedule_count = 0  # schedules made by realize_uops (a jit replay makes none)
         self._capture: Capture | None = None
@@ -122,8 +161,30 @@ class Engine:
         """Codegen + compile, once per (AST, device): identical kernels over different buffers share one program."""
         key = (ast, device)
         if (k := self.kernels.get(key)) is None:
-            k = self.kernels[key] = CompiledKernel(device, codegen(ast, device))
+            k = self.kernels[key] = self._new_kernel(ast, device)
         return k
+
+    def _sibling(self, ast: UOp, device: str) -> tuple[tuple[UOp, str], dict[UOp, int]] | None:
+        """(family key, argument values) when the kernel of `ast` is to use its scalar family's shared program
+        (decided once per kernel)."""
+        key = (ast, device)
+        if key not in self.sharing:
+            lifted, values = lift_float_scalars(ast)
+            decision = None
+            if values:
+                family = (lifted, device)
+                size = self.family_sizes[family] = self.family_sizes.get(family, 0) + 1
+                decision = (family, values) if size > BAKED_PER_FAMILY else None
+            self.sharing[key] = decision
+        return self.sharing[key]
+
+    def _new_kernel(self, ast: UOp, device: str) -> CompiledKernel:
+        if (sibling := self._sibling(ast, device)) is None:
+            return CompiledKernel(device, codegen(ast, device))
+        family, values = sibling
+        if (shared := self.shared.get(family)) is None:
+            shared = self.shared[family] = CompiledKernel(device, codegen(family[0], device))
+        return ScalarKernel(shared, values)
 
     def prepare_kernels(self, sched: Schedule) -> None:
         """Codegen every kernel of a schedule that is not compiled yet, here and in helper processes
@@ -132,6 +193,7 @@ class Engine:
         GIL; identical sources compile once."""
         pending = [(item.ast, item.bufs[0].device) for item in sched.items if item.ast.op is not Ops.COPY]
         pending = [key for key in dict.fromkeys(pending) if key not in self.kernels]
+        pending = [key for key in pending if self._sibling(*key) is None]  # (those share a family's program)
         if len(pending) < 2:
             return
         todo: dict[tuple[UOp, str], tuple[ProgramSpec, Future[bytes]]] = {}

@@ -1,0 +1,71 @@
+"""A Python scalar in a kernel (`x * 0.37`) does not make a new program per value: kernels that differ only in float
+constants share one program that takes them as arguments (engine.lift_float_scalars), after the first few."""
+
+import numpy as np
+import pytest
+
+import ember.tensor.engine as engine
+from ember.tensor import Tensor
+from ember.tensor.jit import jit
+from ember.uops import Ops
+
+
+@pytest.fixture
+def codegens(monkeypatch):
+    """The ASTs the engine generates programs for, from now on."""
+    built = []
+    original = engine.codegen
+
+    def counting(ast, device):
+        built.append(ast)
+        return original(ast, device)
+
+    monkeypatch.setattr(engine, "codegen", counting)
+    return built
+
+
+@pytest.mark.parametrize("device", ["CPU", "PYTHON"])
+def test_100_distinct_scalars_share_one_program(codegens, device):
+    base = np.linspace(-3, 3, 24, dtype=np.float32).reshape(4, 6)
+    x = Tensor(base, device=device).realize()
+    codegens.clear()
+    for i in range(100):
+        s = 0.37 + i * 0.013  # 100 values no kernel has seen
+        out = (x * s + (1.5 - s)).numpy()
+        np.testing.assert_allclose(out, base * np.float32(s) + np.float32(1.5 - s), rtol=1e-6, atol=1e-6)
+    assert len(codegens) <= engine.BAKED_PER_FAMILY + 1
+    assert any(u.op is Ops.DEFINE_VAR for u in codegens[-1].toposort())  # the shared program takes arguments
+
+
+def test_a_scalar_family_keeps_exact_float32_results(codegens):
+    x = Tensor(np.array([1.0, 3.0, -7.5, 1e30, np.inf, np.nan], np.float32)).realize()
+    for s in (0.1, 0.2, 0.3, 1 / 3, -0.0, float("inf"), 3.4e38):
+        with np.errstate(all="ignore"):
+            want = np.array([1.0, 3.0, -7.5, 1e30, np.inf, np.nan], np.float32) * np.float32(s)
+        np.testing.assert_array_equal((x * s).numpy(), want)
+
+
+def test_half_scalars_share_a_program_too(codegens):
+    x = Tensor(np.arange(8, dtype=np.float16)).realize()
+    codegens.clear()
+    for s in (0.5, 0.25, 3.0, 1.5, 0.125):
+        np.testing.assert_array_equal((x * s).numpy(), np.arange(8, dtype=np.float16) * np.float16(s))
+    assert len(codegens) <= engine.BAKED_PER_FAMILY + 1
+
+
+def test_a_jitted_function_replays_its_scalars():
+    x = Tensor(np.ones(4, np.float32)).realize()
+    fns = [jit(lambda t, s=s: (t * s).realize()) for s in (2.0, 3.0, 4.0, 5.0)]
+    for _ in range(3):  # capture, then replays: each keeps its own value
+        assert [f(x).numpy().tolist() for f in fns] == [[2.0] * 4, [3.0] * 4, [4.0] * 4, [5.0] * 4]
+
+
+def test_lift_float_scalars_makes_equal_asts_for_other_values():
+    from ember.schedule import schedule
+    from ember.uops import UOp
+
+    x = Tensor(np.ones(4, np.float32)).realize()
+    asts = [schedule(UOp.sink((x * s).uop)).items[-1].ast for s in (0.25, 0.75)]
+    (a, va), (b, vb) = (engine.lift_float_scalars(ast) for ast in asts)
+    assert a is b and list(va.values()) != list(vb.values())
+    assert [np.int32(v).view(np.float32) for v in va.values()] == [np.float32(0.25)]

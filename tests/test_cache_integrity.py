@@ -1,0 +1,135 @@
+"""The codegen caches (programs, BEAM winners) end to end: entries are JSON data verified against their key, a
+planted pickle never runs, an edited entry never changes a result, opts that do not fit their kernel are searched
+again."""
+
+import json
+import os
+import pickle
+
+import numpy as np
+import pytest
+
+import ember.tensor.engine as engine
+from ember.codegen import CRenderer, Opt, OptOps, beam_search, cached_program, load_program, to_program
+from ember.codegen import cache as cache_mod
+from ember.codegen import search as search_mod
+from ember.schedule import schedule
+from ember.tensor import Tensor
+from ember.uops import UOp, files
+
+
+@pytest.fixture(autouse=True)
+def cache_dir(tmp_path, monkeypatch):
+    path = tmp_path / "ember-cache"
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(path))
+    monkeypatch.delenv("CACHE", raising=False)
+    return path
+
+
+def kernel_ast(t: Tensor) -> UOp:
+    return schedule(UOp.sink(t.uop)).items[-1].ast
+
+
+class _Planted:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_program_entry_is_json_that_renders_the_same_source(cache_dir):
+    ast = kernel_ast(Tensor(np.ones((8, 8), np.float32)).sum(1) * 0.5)
+    built = cached_program(ast, CRenderer())
+    (entry,) = (cache_dir / "program").iterdir()
+    payload = files.read_entry(entry, entry.name).payload
+    doc = json.loads(payload)  # plain data
+    assert doc["name"] == built.name and "src" not in doc
+    again = load_program(ast, CRenderer())
+    assert again.src == built.src and again.uops == built.uops and again.bufs == built.bufs
+    assert again.global_size == built.global_size and again.estimates == built.estimates
+
+
+def test_a_planted_pickle_in_the_program_cache_never_runs(cache_dir, tmp_path):
+    ast = kernel_ast(Tensor(np.ones(16, np.float32)) * 0.37)
+    built = cached_program(ast, CRenderer())
+    (entry,) = (cache_dir / "program").iterdir()
+    marker = tmp_path / "pwned"
+    entry.write_bytes(pickle.dumps(_Planted(marker)))
+    with pytest.warns(UserWarning, match="unreadable"):
+        assert cached_program(ast, CRenderer()).src == built.src
+    # a pickle behind a valid header (checksum and key right) is not JSON: rejected, not loaded
+    files.write_entry(entry, entry.name, pickle.dumps(_Planted(marker)))
+    with pytest.warns(UserWarning, match="unreadable"):
+        assert cached_program(ast, CRenderer()).src == built.src
+    assert not marker.exists()
+
+
+def test_an_edited_constant_in_a_program_entry_is_rejected(cache_dir):
+    ast = kernel_ast(Tensor(np.ones(16, np.float32)) * 0.375)
+    built = cached_program(ast, CRenderer())
+    (entry,) = (cache_dir / "program").iterdir()
+    data = entry.read_bytes()
+    hexed = (0.375).hex().encode()
+    assert hexed in data
+    entry.write_bytes(data.replace(hexed, (0.5).hex().encode()))  # the header's sha256 no longer matches
+    with pytest.warns(UserWarning, match="sha256"):
+        assert cached_program(ast, CRenderer()).src == built.src
+
+
+def test_a_program_entry_that_is_not_a_program_is_rebuilt(cache_dir):
+    ast = kernel_ast(Tensor(np.ones(16, np.float32)) + 2.5)
+    built = cached_program(ast, CRenderer())
+    (entry,) = (cache_dir / "program").iterdir()
+    for payload in (b'{"format": 1}', b"[]", b'{"format": 1, "name": "x", "table": [["NOPE", ["float32", 1], [], '
+                                               b'null, null]], "program": [0]}'):
+        files.write_entry(entry, entry.name, payload)  # checksum and key right, contents wrong
+        with pytest.warns(UserWarning, match="unreadable"):
+            assert cached_program(ast, CRenderer()).src == built.src
+
+
+def test_results_stay_right_when_every_cache_entry_is_edited(cache_dir):
+    engine.ENGINE.kernels.clear()  # (built in this test's cache)
+    want = (Tensor(np.arange(6, dtype=np.float32)) * 3 + 1).numpy()
+    assert list((cache_dir / "program").iterdir()) and list((cache_dir / "compile").iterdir())
+    for entry in (cache_dir / "compile").iterdir():
+        data = bytearray(entry.read_bytes())
+        data[-10] ^= 0xFF
+        entry.write_bytes(bytes(data))
+    for entry in (cache_dir / "program").iterdir():
+        entry.write_bytes(entry.read_bytes().replace(b"3", b"4"))
+    engine.ENGINE.kernels.clear()
+    with pytest.warns(UserWarning):
+        np.testing.assert_array_equal((Tensor(np.arange(6, dtype=np.float32)) * 3 + 1).numpy(), want)
+
+
+def model_time(spec):
+    return 1.0 - 0.5 * (Opt(OptOps.UPCAST, 0, 4) in spec.applied_opts) + 0.01 * len(spec.applied_opts)
+
+
+@pytest.mark.parametrize("opts", [
+    [["UPCAST", 7, 4]],  # no axis 7
+    [["UPCAST", 0, 5]],  # 5 does not divide 16
+    [["LOCAL", 0, 4]],  # a GPU opt on the CPU
+    [["NOT_AN_OPT", 0, 4]],
+    "not a list",
+])
+def test_a_beam_entry_whose_opts_do_not_fit_is_searched_again(cache_dir, opts):
+    ast = kernel_ast(Tensor(np.ones(16, np.float32)) * 2.0)
+    best = beam_search(ast, CRenderer(), model_time, 1, "model")
+    path = search_mod.cache_path(ast, "model", 1)
+    files.write_entry(path, path.name, json.dumps({"opts": opts, "seconds": 0.1}).encode())
+    with pytest.warns(UserWarning, match="does not fit its kernel"):
+        assert beam_search(ast, CRenderer(), model_time, 1, "model") == best
+    to_program(ast, CRenderer(), best)
+
+
+def test_an_unsafe_cache_folder_builds_without_the_cache(cache_dir):
+    cache_dir.mkdir(mode=0o700)
+    (cache_dir / "program").mkdir(mode=0o700)
+    os.chmod(cache_dir / "program", 0o757)
+    ast = kernel_ast(Tensor(np.ones(16, np.float32)) * 1.25)
+    with pytest.warns(UserWarning, match="writable by group or others"):
+        cached_program(ast, CRenderer())
+    assert list((cache_dir / "program").iterdir()) == []
+    assert cache_mod.load_program(ast, CRenderer()) is None
