@@ -254,3 +254,9 @@ def test_python_device_tiny():
     both(lambda x: x.hardswish() if isinstance(x, Tensor) else F.hardswish(x), [a * 5], 1e-5, 1e-6, device="PYTHON")
     both(lambda x, y: x.copysign(y), [a, -a], 0, 0, device="PYTHON", grad=False)
     both(lambda x, y: x @ y, [a, a.T.copy()], 1e-5, 1e-5, device="PYTHON")
+
+
+def test_sinh_cosh_finite_past_exp_overflow():
+    a = np.array([89.0, -89.2, 88.5, 50.0, 0.3, -1e-5, 100.0], np.float32)
+    for name in ("sinh", "cosh"):
+        both(lambda x, n=name: getattr(x, n)(), [a], 2e-6, 1e-6)
