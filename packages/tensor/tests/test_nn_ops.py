@@ -319,7 +319,14 @@ def test_initializers():
     assert np.abs(u).max() <= bound and np.abs(u).max() > 0.95 * bound
     std = Tensor.xavier_normal(*shape).numpy().std()
     assert abs(std - math.sqrt(2 / (fan_in + fan_out))) < 0.03 * math.sqrt(2 / (fan_in + fan_out))
+    bound = math.sqrt(3) * math.sqrt(2 / (1 + 0.01**2)) / math.sqrt(fan_in)  # tinygrad's default a=0.01
+    u = Tensor.kaiming_uniform(*shape).numpy()
+    assert np.abs(u).max() <= bound and np.abs(u).max() > 0.95 * bound
+    bound = math.sqrt(6 / (64 + 32 * 9))  # tinygrad's glorot: fan_in = shape[0], fan_out = prod(shape[1:])
+    u = Tensor.glorot_uniform(*shape).numpy()
+    assert np.abs(u).max() <= bound and np.abs(u).max() > 0.95 * bound
     assert Tensor.kaiming_normal(3, 4, dtype=dtypes.float16).dtype == dtypes.float16
+    assert Tensor.xavier_normal(3, 4, dtype="float16").dtype == dtypes.float16
     with pytest.raises(ValueError, match="at least 2 dims"):
         Tensor.xavier_uniform(5)
 

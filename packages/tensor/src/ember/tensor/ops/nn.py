@@ -786,21 +786,23 @@ class NNMixin:
 
     # *** initializers (torch.nn.init's, as tensors) ***
     @staticmethod
-    def kaiming_normal(*shape: Any, a: float = 0.01, dtype: DType | None = None, device: str | None = None) -> Tensor:
+    def kaiming_normal(*shape: Any, a: float = 0.01, dtype: DType | str | None = None,
+                       device: str | None = None) -> Tensor:
         """He-normal init: N(0, std^2) with std = sqrt(2 / (1 + a^2)) / sqrt(fan_in), fan_in = prod(shape[1:])."""
         shape_t = shape_args(shape)
         std = math.sqrt(2.0 / (1 + a**2)) / math.sqrt(max(1, int(prod(shape_t[1:]))))
         return Tensor.normal(*shape_t, mean=0.0, std=std, dtype=dtype, device=device)
 
     @staticmethod
-    def scaled_uniform(*shape: Any, dtype: DType | None = None, device: str | None = None) -> Tensor:
+    def scaled_uniform(*shape: Any, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
         """U(-1, 1) / sqrt(prod(shape))."""
         shape_t = shape_args(shape)
         bound = max(1, int(prod(shape_t))) ** -0.5
         return Tensor.uniform(*shape_t, low=-bound, high=bound, dtype=dtype, device=device)
 
     @staticmethod
-    def xavier_uniform(*shape: Any, gain: float = 1.0, dtype: DType | None = None, device: str | None = None) -> Tensor:
+    def xavier_uniform(*shape: Any, gain: float = 1.0, dtype: DType | str | None = None,
+                       device: str | None = None) -> Tensor:
         """torch.nn.init.xavier_uniform_: U(-b, b), b = gain * sqrt(6 / (fan_in + fan_out)) for a weight shaped
         (out, in, *kernel)."""
         shape_t = shape_args(shape)
@@ -809,7 +811,8 @@ class NNMixin:
         return Tensor.uniform(*shape_t, low=-bound, high=bound, dtype=dtype, device=device)
 
     @staticmethod
-    def xavier_normal(*shape: Any, gain: float = 1.0, dtype: DType | None = None, device: str | None = None) -> Tensor:
+    def xavier_normal(*shape: Any, gain: float = 1.0, dtype: DType | str | None = None,
+                      device: str | None = None) -> Tensor:
         """torch.nn.init.xavier_normal_: N(0, std^2), std = gain * sqrt(2 / (fan_in + fan_out)) for a weight shaped
         (out, in, *kernel)."""
         shape_t = shape_args(shape)
