@@ -252,3 +252,17 @@ def test_shape_value_and_type_errors():
     with pytest.raises(ValueError, match="meshgrid: indexing must be 'ij' or 'xy'"):
         Tensor.meshgrid(Tensor([1.0]), indexing="yx")
     assert math.isnan(Tensor(np.zeros(0, np.float32)).mean().item())
+
+
+def test_float_floor_division_and_remainders_are_torchs_exactly():
+    rng = np.random.default_rng(0)
+    a = np.concatenate([rng.standard_normal(40) * 10, [1.0, -1.0, 0.0, -0.0, 5.0, -5.0, 7.5, np.inf, 3.0, 0.3]])
+    b = np.concatenate([rng.standard_normal(40) * 3, [0.1, 0.1, 3.0, 3.0, 0.0, -0.0, -2.5, 2.0, np.inf, 0.1]])
+    a, b = a.astype(np.float32), b.astype(np.float32)
+    x, y, xt, yt = Tensor(a), Tensor(b), torch.tensor(a), torch.tensor(b)
+    check(x // y, xt // yt)  # 1 // 0.1 is 9 (Python's and torch's), not floor(1 / 0.1) = 10
+    check(x % y, xt % yt)
+    check(x.fmod(y), xt.fmod(yt))
+    check(x.div(y, rounding_mode="trunc"), torch.div(xt, yt, rounding_mode="trunc"))
+    for f in (lambda p, q: p % q, lambda p, q: p.fmod(q)):
+        grads_match(f, a[:40], b[:40], rtol=1e-6)

@@ -96,6 +96,8 @@ pm_gradient = PatternMatcher([
     (UPat(Ops.POW, src=(UPat.var("a"), UPat.var("b")), name="ret"), _pow_grad),
     (UPat(Ops.WHERE, src=(UPat.var("c"), UPat.var("a"), UPat.var("b"))),
      lambda ctx, c, a, b: (None, c.where(ctx, _const_like(a, 0.0)), c.where(_const_like(b, 0.0), ctx))),
+    (UPat(Ops.MOD, dtype=dtypes.floats, src=(UPat.var("a"), UPat.var("b"))),  # C's fmod: a - trunc(a / b) * b
+     lambda ctx, a, b: (ctx, -ctx * (a / b).trunc())),
     (UPat(GroupOp.Comparison | {Ops.IDIV, Ops.MOD, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR, Ops.BITCAST},
           name="ret"), lambda ctx, ret: (None,) * len(ret.src)),
     # reductions

@@ -91,7 +91,7 @@ class TensorElementwiseMixin(ElementwiseMixin):
         if rounding_mode == "trunc":
             a, b = self._broadcasted(x, reverse)
             if dtypes.is_float(a.dtype):
-                return (a / b).trunc()
+                return a._math_out(a._math_in().alu(Ops.FDIV, b._math_in()).trunc())  # (IEEE division, as torch)
             if a.dtype == dtypes.bool:
                 raise TypeError("div: bool tensors cannot be divided with a rounding mode")
             return a._int_divmod_trunc(b)[0]
@@ -118,7 +118,7 @@ class TensorElementwiseMixin(ElementwiseMixin):
         """The remainder of a / b rounded toward zero: the sign of a, as C's fmod and torch.fmod."""
         a, b = self._broadcasted(x)
         if dtypes.is_float(a.dtype):
-            return a - (a / b).trunc() * b
+            return a._math_out(a._math_in().alu(Ops.MOD, b._math_in()))  # (C's fmod: exact)
         if a.dtype == dtypes.bool:
             raise TypeError("fmod: bool tensors have no remainder")
         return a._int_divmod_trunc(b)[1]
@@ -157,10 +157,25 @@ class TensorElementwiseMixin(ElementwiseMixin):
         fix = (r != 0).logical_and((r < 0) != (b < 0))
         return fix.where(q - 1, q), fix.where(r + b, r)
 
+    def _float_divmod(self, b: Tensor) -> tuple[Tensor, Tensor]:
+        # torch's floor division and remainder of floats (Python's too), from C's exact fmod: a - r is an exact
+        # multiple of b, so (a - r) / b rounds to the integer quotient (1 // 0.1 is 9, not floor(1 / 0.1) = 10)
+        a, b = self._math_in(), b._math_in()
+        r = a.alu(Ops.MOD, b)
+        fix = (r != 0).logical_and((b < 0) != (r < 0))  # the remainder takes the divisor's sign
+        rem = fix.where(r + b, r)
+        div = (a - r).alu(Ops.FDIV, b)
+        div = fix.where(div - 1, div)
+        fl = div.floor()
+        fl = (div - fl > 0.5).where(fl + 1, fl)
+        quotient = a.alu(Ops.FDIV, b)
+        q = (b == 0).where(quotient, (div == 0).where(quotient._sign_bit().where(-0.0, 0.0), fl))
+        return self._math_out(q), self._math_out(rem)
+
     def _floordiv(self, x: Any, reverse: bool = False) -> Tensor:
         a, b = self._broadcasted(x, reverse)
         if dtypes.is_float(a.dtype):
-            return (a / b).floor()
+            return a._float_divmod(b)[0]
         if a.dtype == dtypes.bool:
             raise TypeError("floor_divide: bool tensors cannot be divided")
         return a._int_divmod(b, False)[0]
@@ -168,7 +183,7 @@ class TensorElementwiseMixin(ElementwiseMixin):
     def _mod(self, x: Any, reverse: bool = False) -> Tensor:
         a, b = self._broadcasted(x, reverse)
         if dtypes.is_float(a.dtype):
-            return a - (a / b).floor() * b
+            return a._float_divmod(b)[1]
         if a.dtype == dtypes.bool:
             raise TypeError("remainder: bool tensors have no remainder")
         return a._int_divmod(b, False)[1]
