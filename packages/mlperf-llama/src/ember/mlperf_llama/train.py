@@ -438,11 +438,11 @@ def train(cfg: TrainConfig, world: World | None = None) -> TrainResult:
     cfg.validate()
     world = world if world is not None else World.from_environment()
     root = world.is_root
-    check_memory(cfg)
     if cfg.checkpoint_dir:
         check_checkpoint_dir(cfg.checkpoint_dir)
         if root:
             clean_checkpoint_dir(Path(cfg.checkpoint_dir).expanduser())
+    check_memory(cfg)
     ml = MLLogger((cfg.log_mlperf or None) if root else None)
     ml.event("cache_clear", True)
     ml.start("init_start")
