@@ -240,11 +240,9 @@ def test_an_mi350x_opens_and_copies_without_a_gfx950_compiler():
     dev.close()
 
 
-@pytest.mark.slow
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="codegen: the embedding backward's scatter kernel (E_8_32_8_8_32) loops every work-item over "
-                          "all tokens and adds into rows it does not own: a race on any GPU (correct on the CPU)")
-def test_llama_training_step_matches_the_cpu():
+@pytest.fixture(scope="module")
+def llama_steps() -> dict[str, tuple[np.ndarray, dict[str, np.ndarray]]]:
+    """The loss and gradients of one step of a 2-layer Llama on the CPU and on AMD (same seed, same tokens)."""
     from ember.mlperf_llama.model import Llama, LlamaConfig
 
     cfg = LlamaConfig(dim=32, n_layers=2, n_heads=4, n_kv_heads=2, ffn_dim=48, vocab_size=64, max_seq_len=8)
@@ -258,8 +256,23 @@ def test_llama_training_step_matches_the_cpu():
             grads = loss.gradient(*params.values())
             return loss.numpy(), {name: g.numpy() for name, g in zip(params, grads)}
 
-    ref_loss, ref_grads = step("CPU")
-    loss, grads = step("AMD")
+    return {"CPU": step("CPU"), "AMD": step("AMD")}
+
+
+@pytest.mark.slow
+def test_llama_training_step_matches_the_cpu(llama_steps):  # noqa: ANN001
+    (ref_loss, ref_grads), (loss, grads) = llama_steps["CPU"], llama_steps["AMD"]
     np.testing.assert_allclose(loss, ref_loss, rtol=1e-5)
+    assert len(grads) == 21
     for name in ref_grads:
-        np.testing.assert_allclose(grads[name], ref_grads[name], rtol=1e-4, atol=1e-6, err_msg=name)
+        if name != "tok_embeddings.weight":  # see the next test
+            np.testing.assert_allclose(grads[name], ref_grads[name], rtol=1e-4, atol=1e-6, err_msg=name)
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="codegen: the embedding backward's scatter kernel (E_8_32_8_8_32) loops every work-item over "
+                          "all tokens and adds into rows it does not own: a race on any GPU (correct on the CPU)")
+def test_llama_embedding_gradient_matches_the_cpu(llama_steps):  # noqa: ANN001
+    name = "tok_embeddings.weight"
+    np.testing.assert_allclose(llama_steps["AMD"][1][name], llama_steps["CPU"][1][name], rtol=1e-4, atol=1e-6)
