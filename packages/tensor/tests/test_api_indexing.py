@@ -416,3 +416,11 @@ def test_setitem_with_advanced_indices():
     np.testing.assert_array_equal(x.numpy(), [7, 1, 2, 3, 4, 50])
     with pytest.raises(ValueError, match="setitem: cannot broadcast the value of shape .3,. to the indexed shape .2,."):
         x[[0, 1]] = Tensor([1, 2, 3], dtype=dtypes.int32)
+
+
+def test_diagonal_of_empty_dims():
+    for shape in [(0, 3), (3, 0), (2, 0, 4)]:
+        a = np.zeros(shape, np.float32)
+        for off in (0, 1, -1):
+            check(Tensor(a).diagonal(off), torch.tensor(a).diagonal(off))
+    check(Tensor(np.zeros(0, np.float32)).diag(), torch.zeros(0).diag())

@@ -92,8 +92,8 @@ class ActivationMixin:
         """x * sigmoid(1.702 x): the GELU approximation of CLIP."""
         return self * (self * 1.702).sigmoid()
 
-    def selu(self, alpha: float = 1.67326, gamma: float = 1.0507) -> Tensor:
-        """gamma * elu(x, alpha), with SELU's constants by default."""
+    def selu(self, alpha: float = 1.6732632423543772, gamma: float = 1.0507009873554805) -> Tensor:
+        """gamma * elu(x, alpha), with SELU's constants (Klambauer et al. 2017, to float64 as torch) by default."""
         return gamma * self.elu(alpha)
 
     def celu(self, alpha: float = 1.0) -> Tensor:

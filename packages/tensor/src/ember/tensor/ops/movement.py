@@ -156,7 +156,7 @@ class MovementMixin:
         r0, c0 = (0, offset) if offset >= 0 else (-offset, 0)
         lead = x.shape[:-2]
         if length == 0:
-            return x.shrink([None] * len(lead) + [(0, 0), (0, 1)]).reshape(*lead, 0)
+            return x.shrink([None] * len(lead) + [(0, 0), (0, 0)]).reshape(*lead, 0)
         x = x.shrink([None] * len(lead) + [(r0, r0 + length), (c0, c0 + length)]).reshape(*lead, length * length)
         # the diagonal of an L x L block is every (L + 1)-th element: pad to L * (L + 1) and read column 0
         x = x.pad([None] * len(lead) + [(0, length)]).reshape(*lead, length, length + 1)
