@@ -15,7 +15,7 @@ from ember.amd_runtime import pm4
 from ember.amd_runtime.elf import load_code_object
 from ember.amd_runtime.kernargs import kernarg_layout
 from ember.amd_runtime.mock import MI300X, MI300X_CPX, TopologyProfile
-from ember.amd_runtime.mock.gpu import MockGpuRig, open_mock_gpu
+from ember.amd_runtime.mock.gpu import CommandError, MockGpuRig, open_mock_gpu
 from ember.amd_runtime.queue import KernelLaunch, PM4ComputeQueue
 
 CLANG = shutil.which("clang-19") and shutil.which("ld.lld-19")
@@ -34,6 +34,7 @@ G block_sum(float* out, const float* x) {
 G shape(int* out) { const unsigned short* p = (const unsigned short*)__builtin_amdgcn_dispatch_ptr();
   if (TID == 0 && BID == 0) { out[0] = p[2]; out[1] = ((const int*)p)[3]; } }
 G poke(float* out) { out[TID + (1 << 30)] = 1.0f; }
+G perm(int* out, const int* idx) { int a[48]; for (int i = 0; i < 48; i++) a[i] = i * 3 + TID; out[TID] = a[idx[TID]]; }
 """
 
 
@@ -139,3 +140,12 @@ def test_indirect_buffers_with_pred_exec_and_the_memory_barrier():
     done.wait(1, 2000, waiter=rig.events, queue=q.name)
     assert (mine.value, other.value, done.timestamp_ticks) == (11, 0, 0x1234)
     assert rig.gpu.packets["AcquireMem"] == 1 and rig.gpu.packets["PredExec"] == 1
+
+
+@needs_clang
+def test_a_kernel_using_scratch_needs_the_queue_to_provide_it(code: bytes, profile: TopologyProfile):
+    rig = _rig(profile)
+    k = Loaded(rig, code)
+    out, idx = rig.host(256), rig.host(256)
+    with pytest.raises(CommandError, match="scratch"):  # KernelLaunch without scratch_va/tmpring, no amd_queue_t fields
+        k.run("perm", [out.va, idx.va], "", [], groups=1)

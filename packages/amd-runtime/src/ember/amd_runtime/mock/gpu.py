@@ -347,6 +347,9 @@ class FakeGpu:
         scratch_per_lane = ((tmpring >> 12) & 0x1FFF) * 1024 // 64
         if scratch_per_lane and not r.get(COMPUTE_DISPATCH_SCRATCH_BASE_LO, 0):
             raise CommandError(f"{where}: TMPRING_SIZE asks for scratch but no scratch base is set")
+        if rsrc2 & 1 and not scratch_per_lane:  # SCRATCH_EN: the waves address private memory
+            raise CommandError(f"{where}: the kernel uses scratch (rsrc2 SCRATCH_EN) but COMPUTE_TMPRING_SIZE gives "
+                               "its waves none")
         lds = ((rsrc2 >> 15) & 0x1FF) * LDS_GRANULE
         kernel = KernelCode(entry, rsrc1, rsrc2, r.get(COMPUTE_PGM_RSRC3, 0), code_properties=0,
                             group_segment_size=lds, private_segment_size=scratch_per_lane)
@@ -383,9 +386,7 @@ class FakeGpu:
                 if isinstance(pkt, aql.KernelDispatch):
                     if pkt.completion_signal:
                         raise CommandError(f"{where}: HSA completion signals are not modelled (use PM4 signals)")
-                    kd_bo = self.fake.gpus[self.gpu_id].lookup(pkt.kernel_object)
-                    if kd_bo is None:
-                        raise MemoryFault(pkt.kernel_object, 64, False)
+                    self._check_aql_scratch(q, pkt, where)
                     stats = run_aql_dispatch(self.vm, addr, self._program_for(pkt.kernel_object))
                     self._account(stats.instructions)
                     self._count("KERNEL_DISPATCH")
@@ -404,6 +405,22 @@ class FakeGpu:
             self.fake.write_u64(q.rptr_va, rptr, self.gpu_id)
             moved = True
         return moved
+
+    def _check_aql_scratch(self, q: MockQueue, pkt: aql.KernelDispatch, where: str) -> None:
+        """A kernel with private memory needs the scratch the queue's amd_queue_t describes (the CP programs the
+        waves' scratch from it): backing memory, and lanes at least as large as the kernel's private segment."""
+        private = max(pkt.private_segment_size, struct.unpack("<I", self.fake.read(pkt.kernel_object + 4, 4,
+                                                                                     self.gpu_id))[0])
+        if not private:
+            return
+        base = q.wptr_va - aql.AMD_QUEUE.write_dispatch_id
+        location, size = struct.unpack("<QQ", self.fake.read(base + aql.AMD_QUEUE.scratch_backing_memory_location, 16,
+                                                             self.gpu_id))
+        (lane,) = struct.unpack("<I", self.fake.read(base + aql.AMD_QUEUE.scratch_wave64_lane_byte_size, 4,
+                                                     self.gpu_id))
+        if not location or lane < private or self.fake.gpus[self.gpu_id].lookup(location) is None:
+            raise CommandError(f"{where}: the kernel needs {private} bytes of scratch per lane, but the queue's "
+                               f"amd_queue_t has scratch at 0x{location:x} ({size} bytes, {lane} per lane)")
 
     # ---- SDMA ------------------------------------------------------------------------------------------------------
 
