@@ -20,7 +20,6 @@ import json
 import operator
 import os
 import struct
-import tempfile
 import warnings
 import weakref
 from array import array
@@ -120,15 +119,11 @@ def _remove_quietly(*paths: str | Path) -> None:
             pass
 
 
-def _temp_in(directory: Path, name: str, suffix: str) -> tuple[int, str]:
-    return tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=suffix)
-
-
 class IndexedDatasetWriter:
     """Streams documents into a Megatron ``<prefix>.bin`` / ``<prefix>.idx`` pair (one sequence per document).
 
     Tokens go to a temporary ``.bin`` in the target directory as they arrive; :meth:`finalize` (or leaving the
-    ``with`` block cleanly) writes the ``.idx`` and moves both into place with ``os.replace``. An exception in
+    ``with`` block cleanly) writes the ``.idx`` and moves both into place (``ember.uops.files``). An exception in
     the ``with`` block (or :meth:`abort`) deletes the temporaries and leaves no output.
 
     >>> with IndexedDatasetWriter(tmp / "docs", "uint16") as w:  # doctest: +SKIP
@@ -144,7 +139,7 @@ class IndexedDatasetWriter:
         directory = self._bin_path.parent
         if not directory.is_dir():
             raise FileNotFoundError(f"IndexedDatasetWriter: output directory {directory} does not exist")
-        fd, self._tmp_bin = _temp_in(directory, self._bin_path.name, ".tmp")
+        fd, self._tmp_bin = files.make_temp(self._bin_path)
         self._bin_file = os.fdopen(fd, "wb")
         self._lengths = array("i")  # int32, as stored in the .idx
         self._num_tokens = 0
@@ -203,24 +198,22 @@ class IndexedDatasetWriter:
         if self._closed:
             raise ValueError(f"IndexedDatasetWriter({self._prefix}): finalize after finalize/abort")
         self._closed = True
-        tmp_idx: str | None = None
         try:
+            self._bin_file.flush()
+            os.fsync(self._bin_file.fileno())
             self._bin_file.close()
             lengths = np.frombuffer(self._lengths, dtype=np.int32) if self._lengths else np.empty(0, np.int32)
             count = lengths.size
             byte_sizes = lengths.astype(np.int64) * self._dtype.itemsize
             pointers = np.cumsum(byte_sizes) - byte_sizes
             document_indices = np.arange(count + 1, dtype=np.int64)
-            fd, tmp_idx = _temp_in(self._idx_path.parent, self._idx_path.name, ".tmp")
-            with os.fdopen(fd, "wb") as f:
-                f.write(_HEADER.pack(_MAGIC, _VERSION, self._code, count, document_indices.size))
-                f.write(lengths.astype("<i4").tobytes())
-                f.write(pointers.astype("<i8").tobytes())
-                f.write(document_indices.astype("<i8").tobytes())
-            os.replace(self._tmp_bin, self._bin_path)
-            os.replace(tmp_idx, self._idx_path)
+            index = b"".join((_HEADER.pack(_MAGIC, _VERSION, self._code, count, document_indices.size),
+                              lengths.astype("<i4").tobytes(), pointers.astype("<i8").tobytes(),
+                              document_indices.astype("<i8").tobytes()))
+            files.replace_atomic(self._tmp_bin, self._bin_path)  # the .bin first: a reader opens the .idx
+            files.atomic_write(self._idx_path, index)
         except BaseException:
-            _remove_quietly(self._tmp_bin, *([tmp_idx] if tmp_idx else []))
+            _remove_quietly(self._tmp_bin)
             raise
         finally:
             self._cleanup.detach()
@@ -245,7 +238,7 @@ class IndexedDatasetWriter:
             self.finalize()
 
 
-def _close_and_remove(file: Any, path: str) -> None:
+def _close_and_remove(file: Any, path: str | Path) -> None:
     file.close()
     _remove_quietly(path)
 

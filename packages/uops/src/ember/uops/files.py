@@ -121,6 +121,21 @@ def _fsync_folder(folder: Path) -> None:
         os.close(fd)
 
 
+def make_temp(target: str | os.PathLike[str]) -> tuple[int, Path]:
+    """An open temp file (fd, path) beside `target`, named as this module's temps, for a writer that streams into it
+    over time; the writer fsyncs it and calls `replace_atomic`, or removes it. If its process dies, the next
+    `remove_stale_temps` of the folder removes it."""
+    target = Path(target)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=_temp_prefix(target), suffix=".tmp")
+    return fd, Path(tmp)
+
+
+def replace_atomic(tmp: str | os.PathLike[str], target: str | os.PathLike[str]) -> None:
+    """Rename the (written, fsynced) temp `tmp` over `target` and make the rename durable."""
+    os.replace(tmp, target)
+    _fsync_folder(Path(target).parent)
+
+
 @contextlib.contextmanager
 def atomic_open(path: str | os.PathLike[str], mode: str = "wb", *, file_mode: int | None = None,
                 **kwargs: Any) -> Iterator[IO[Any]]:
@@ -355,5 +370,5 @@ def evict(folder: str | os.PathLike[str], max_bytes: int) -> list[Path]:
 
 
 __all__ = ["TEMP_MARK", "ENTRY_MAGIC", "UnsafeFolderError", "make_private_folder", "cache_folder", "atomic_open",
-           "atomic_write", "atomic_folder", "remove_stale_temps", "Entry", "encode_entry", "decode_entry",
-           "read_entry", "write_entry", "folder_size", "evict"]
+           "atomic_write", "atomic_folder", "make_temp", "replace_atomic", "remove_stale_temps", "Entry",
+           "encode_entry", "decode_entry", "read_entry", "write_entry", "folder_size", "evict"]
