@@ -246,3 +246,27 @@ def test_an_index_cache_without_checksums_is_rebuilt(dataset, tmp_path):
     with pytest.warns(UserWarning, match="no checksums"):
         assert not GPTDataset(dataset, 16, 40, seed=3, cache_dir=tmp_path / "idx").loaded_from_cache
     assert first.cache_paths is not None
+
+
+def test_an_index_cache_folder_others_can_write_is_not_used(dataset, tmp_path):
+    folder = tmp_path / "idx"
+    folder.mkdir()
+    os.chmod(folder, 0o777)
+    with pytest.warns(UserWarning, match="writable by group or others"):
+        ds = GPTDataset(dataset, 16, 40, seed=3, cache_dir=folder)
+    assert ds.cache_paths is None and list(folder.iterdir()) == []
+    old = os.umask(0)
+    try:
+        GPTDataset(dataset, 16, 40, seed=3, cache_dir=tmp_path / "new")
+    finally:
+        os.umask(old)
+    assert os.stat(tmp_path / "new").st_mode & 0o777 == 0o700
+
+
+@pytest.mark.parametrize("argv", [["train", "--batch-size", "x"], [], ["train", "--nope"], ["eval", "--preset"]])
+def test_a_bad_command_line_is_one_line(capsys, argv):
+    with pytest.raises(SystemExit) as e:
+        cli.main(argv)
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "error:" in err[0] and "--help" in err[0]

@@ -20,6 +20,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from ember.mlperf_llama.config import add_cli_arguments, config_from_args
 from ember.mlperf_llama.distributed import World
@@ -80,8 +81,16 @@ def _tokenizer_train(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a bad command line reported in one line too (exit code 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ember-llama", description="The MLPerf Llama 3.1 trainer on Ember. Pass "
+    """The `ember-llama` argument parser and its subcommands."""
+    parser = _Parser(prog="ember-llama", description="The MLPerf Llama 3.1 trainer on Ember. Pass "
                                      "--debug (anywhere) for the traceback of an error.")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("train", help="train (no arguments: the embedded default run)",

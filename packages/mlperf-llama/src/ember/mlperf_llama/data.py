@@ -527,7 +527,7 @@ class GPTDataset:
         self._total_samples = (self._num_epochs * tokens - e) // q
         self._loaded_from_cache = False
         self._cache_paths: dict[str, Path] | None = None
-        if cache_dir is not None:
+        if cache_dir is not None and self._usable_cache_dir(Path(cache_dir)):
             self._cache_paths = self._cache_files(Path(cache_dir))
             loaded = self._load_cache(self._cache_paths)
             if loaded is not None:
@@ -567,6 +567,18 @@ class GPTDataset:
         return {
             name: cache_dir / f"{key}-gpt-{name}.npy" for name in ("document_index", "sample_index", "shuffle_index")
         }
+
+    @staticmethod
+    def _usable_cache_dir(cache_dir: Path) -> bool:
+        """Whether `cache_dir` can hold the index cache: made 0700 if missing; a folder another user owns or
+        group/others can write is not used (a warning), as ember.uops.files refuses any cache folder."""
+        try:
+            files.make_private_folder(cache_dir)
+        except OSError as e:
+            warnings.warn(f"GPTDataset: not using the index cache {cache_dir} ({e}); building the index in memory",
+                          stacklevel=3)
+            return False
+        return True
 
     def _description_path(self, paths: dict[str, Path]) -> Path:
         return paths["document_index"].with_name(
@@ -615,12 +627,6 @@ class GPTDataset:
         return None
 
     def _save_cache(self, paths: dict[str, Path]) -> None:
-        directory = next(iter(paths.values())).parent
-        try:
-            files.make_private_folder(directory)
-        except OSError as e:
-            warnings.warn(f"GPTDataset: not caching the index in {directory} ({e})", stacklevel=3)
-            return
         arrays = {
             "document_index": self._document_index,
             "sample_index": self._sample_index,
