@@ -266,3 +266,45 @@ def test_float_floor_division_and_remainders_are_torchs_exactly():
     check(x.div(y, rounding_mode="trunc"), torch.div(xt, yt, rounding_mode="trunc"))
     for f in (lambda p, q: p % q, lambda p, q: p.fmod(q)):
         grads_match(f, a[:40], b[:40], rtol=1e-6)
+
+
+def test_errors_carry_both_conventions():
+    # the types PyTorch raises (RuntimeError, NotImplementedError, IndexError), which are also the ValueError/TypeError
+    # that Ember raised before: code written against either catches them
+    x = Tensor(np.zeros((3, 4), np.float32))
+    cases = [
+        (lambda: x.permute((0,)), (RuntimeError, ValueError), "permute: order .0,. must name each of the 2 dims"),
+        (lambda: x.permute((1, 1)), (RuntimeError, ValueError), "repeats a dim"),
+        (lambda: x.flip((1, -1)), (RuntimeError, ValueError), "repeats a dim"),
+        (lambda: x.reshape((-1, -1, 2)), (RuntimeError, ValueError), "only one dim can be -1"),
+        (lambda: x.roll((1, 2)), (RuntimeError, ValueError), "without dims, shifts must be one int"),
+        (lambda: x.roll(1, (0, 1)), (RuntimeError, ValueError), "must have the same length"),
+        (lambda: x.clip(None, None), (RuntimeError, ValueError), "at least one of min_ and max_"),
+        (lambda: x.div(2, rounding_mode="typo"), (RuntimeError, ValueError), "rounding_mode to be one of"),
+        (lambda: Tensor([2]) ** -2, (RuntimeError, ValueError), "negative integer powers"),
+        (lambda: x.pad((3, 0), mode="typo"), (NotImplementedError, ValueError), "mode must be"),
+        (lambda: x.pad((5, 0), mode="circular"), (RuntimeError, ValueError), "wrap around more than once"),
+        (lambda: x.bitwise_xor(x), (RuntimeError, TypeError), "operands must be int or bool"),
+        (lambda: ~x, (RuntimeError, TypeError), "bitwise_not: the tensor must be int or bool"),
+        (lambda: Tensor(1.0).cat(Tensor(1.0)), (IndexError, ValueError), "zero-dimensional tensors"),
+        (lambda: x.meshgrid(indexing="bad"), (RuntimeError, ValueError), "indexing must be 'ij' or 'xy'"),
+        (lambda: Tensor.linspace(0, 1, 3, dtype="bool"), (RuntimeError, ValueError), "dtype bool"),
+        (lambda: x.sum(dtype=""), (AttributeError, ValueError), "unknown name ''"),
+        (lambda: x.gather(0, Tensor([1])), (RuntimeError, ValueError), "index shape .1,. does not fit"),
+        (lambda: x.half().scatter(1, Tensor([[0]]), x), RuntimeError, "expected self.dtype to be equal to src.dtype"),
+        (lambda: Tensor.einsum("...i...,i", x, x), (RuntimeError, ValueError), "more than one ellipsis"),
+        (lambda: Tensor.stack((x, x), x), ValueError, "one non-empty sequence"),
+        (lambda: x[1, 4], IndexError, "out of bounds"),
+    ]
+    for f, types, fragment in cases:
+        for t in (types if isinstance(types, tuple) else (types,)):
+            with pytest.raises(t, match=fragment):
+                f()
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate"])
+@pytest.mark.parametrize("pads", [(3, -3, 0, -3), (3, -5, 1, -5), (0, 0, 0, -5), (-1, 2, 2, -1), (4, 4, 0, 4)])
+def test_reflect_and_replicate_index_the_uncropped_input_like_torch(mode, pads):
+    a = np.random.default_rng(2).standard_normal((1, 1, 5, 5)).astype(np.float32)
+    grads_match(lambda x: F.pad(x, pads, mode=mode) if isinstance(x, torch.Tensor) else x.pad(pads, mode=mode), a)
+    check(Tensor(a).pad(pads, mode=mode), F.pad(torch.tensor(a), pads, mode=mode))

@@ -15,9 +15,26 @@ class AxisError(IndexError, ValueError):
     for code written against either."""
 
 
-class ShapeError(ValueError, RuntimeError):
+class ArgumentError(ValueError, RuntimeError):
+    """A bad argument value where PyTorch raises a RuntimeError (an unknown rounding mode, a repeated dim, a bad
+    permutation): a ValueError and that RuntimeError, for code written against either."""
+
+
+class ShapeError(ArgumentError):
     """Shapes that do not fit together (broadcast, reshape, matmul): a ValueError, and the RuntimeError PyTorch raises
-    for them, for code written against either."""
+    for them."""
+
+
+class DTypeError(TypeError, RuntimeError):
+    """An op on a dtype it does not take (a bitwise op on floats): a TypeError, and the RuntimeError PyTorch raises."""
+
+
+class ModeError(ValueError, NotImplementedError):
+    """An unknown mode string (pad's): a ValueError, and the NotImplementedError PyTorch raises."""
+
+
+class DTypeNameError(ValueError, AttributeError):
+    """An unknown dtype name: a ValueError, and the AttributeError of tinygrad's `getattr(dtypes, name)`."""
 
 
 class IndexRangeError(IndexError, RuntimeError):
@@ -30,7 +47,10 @@ def to_dtype(dtype: DType | str | None) -> DType | None:
     if dtype is None or isinstance(dtype, DType):
         return dtype
     if isinstance(dtype, str):
-        return dtypes.from_name(dtype.removeprefix("torch.").removeprefix("dtypes."))
+        try:
+            return dtypes.from_name(dtype.removeprefix("torch.").removeprefix("dtypes."))
+        except ValueError as e:
+            raise DTypeNameError(str(e)) from None
     raise TypeError(f"dtype: expected a DType or its name like 'int32', got {type(dtype).__name__} {dtype!r}")
 
 
@@ -62,7 +82,7 @@ def normalize_axis(axis: int | Sequence[int] | None, ndim: int, op: str) -> tupl
                             f"expected one in [{-max(ndim, 1)}, {max(ndim, 1) - 1}])")
         out.append(a % ndim if ndim else 0)
     if len(set(out)) != len(out):
-        raise AxisError(f"{op}: axis {axis} repeats a dim")
+        raise ArgumentError(f"{op}: axis {axis} repeats a dim (a dim appears multiple times in the list of dims)")
     return tuple(out)
 
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ember.tensor.ops.args import canonical_device, shape_args, to_dtype
+from ember.tensor.ops.args import ArgumentError, canonical_device, shape_args, to_dtype
 from ember.uops import DType, Ops, UOp, dtypes, prod, to_numpy_dtype
 
 if TYPE_CHECKING:  # at run time ember.tensor.tensor binds Tensor here: it is the class built on this mixin
@@ -76,6 +76,8 @@ class CreationMixin:
         if not isinstance(steps, int) or isinstance(steps, bool) or steps < 0:
             raise ValueError(f"linspace: steps must be a non-negative int, got {steps!r}")
         dt = to_dtype(dtype) or dtypes.float32
+        if dt == dtypes.bool:
+            raise ArgumentError("linspace: dtype bool is not supported")
         if steps <= 1:
             return Tensor.full((steps,), float(start), dtypes.float32, device).cast(dt)
         step = (end - start) / (steps - 1)

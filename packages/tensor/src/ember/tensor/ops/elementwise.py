@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from ember.tensor.ops.args import ShapeError, to_dtype
+from ember.tensor.ops.args import ArgumentError, DTypeError, ShapeError, to_dtype
 from ember.uops import DType, ElementwiseMixin, Ops, broadcast_shape, dtypes, least_upper_dtype
 
 if TYPE_CHECKING:  # at run time ember.tensor.tensor binds Tensor here: it is the class built on this mixin
@@ -96,7 +96,7 @@ class TensorElementwiseMixin(ElementwiseMixin):
                 raise TypeError("div: bool tensors cannot be divided with a rounding mode")
             return a._int_divmod_trunc(b)[0]
         if rounding_mode is not None:
-            raise ValueError(f"div: expected rounding_mode to be one of None, 'trunc', or 'floor' but found "
+            raise ArgumentError(f"div: expected rounding_mode to be one of None, 'trunc', or 'floor' but found "
                              f"{rounding_mode!r}")
         a, b = self._broadcasted(x, reverse)
         if not dtypes.is_float(a.dtype):
@@ -204,7 +204,7 @@ class TensorElementwiseMixin(ElementwiseMixin):
             raise TypeError(f"pow: exponent must be a Tensor, int or float, got {type(exponent).__name__}")
         if isinstance(exponent, int) and not dtypes.is_float(self.dtype):
             if exponent < 0:
-                raise ValueError(f"pow: integers to negative integer powers are not allowed (exponent {exponent})")
+                raise ArgumentError(f"pow: integers to negative integer powers are not allowed (exponent {exponent})")
             return self._int_pow(exponent)
         x, y = self._broadcasted(exponent)
         if not dtypes.is_float(x.dtype):
@@ -245,11 +245,17 @@ class TensorElementwiseMixin(ElementwiseMixin):
         for v in (self, x):
             if op in (Ops.SHL, Ops.SHR):
                 if (isinstance(v, Tensor) and not dtypes.is_int(v.dtype)) or isinstance(v, (float, bool)):
-                    raise TypeError(f"{name}: operands must be ints, got {v.dtype if isinstance(v, Tensor) else v!r}")
+                    raise DTypeError(f"{name}: operands must be ints, got {v.dtype if isinstance(v, Tensor) else v!r}")
             elif (isinstance(v, Tensor) and dtypes.is_float(v.dtype)) or isinstance(v, float):
                 got = v.dtype if isinstance(v, Tensor) else v
-                raise TypeError(f"{name}: operands must be int or bool, got {got!r}")
+                raise DTypeError(f"{name}: operands must be int or bool, got {got!r}")
         return self._binop(op, x, reverse)
+
+    def bitwise_not(self) -> Tensor:
+        """Elementwise `~`: logical not on bool, all bits flipped on ints (floats: a DTypeError, as torch's)."""
+        if dtypes.is_float(self.dtype):
+            raise DTypeError(f"bitwise_not: the tensor must be int or bool, got {self.dtype!r}")
+        return super().bitwise_not()
 
     # *** == is elementwise on tensors ***
     def __eq__(self, x: Any) -> Tensor: return self.eq(x)  # type: ignore[override]
@@ -479,7 +485,7 @@ class TensorElementwiseMixin(ElementwiseMixin):
         """x limited to [min_, max_] (either may be None; NaN stays NaN). `Tensor([-2, 5]).clip(0, 3)` -> [0, 3]. The
         gradient flows where min_ <= x <= max_, bounds included, as torch.clamp."""
         if min_ is None and max_ is None:
-            raise ValueError("clip: at least one of min_ and max_ must be given")
+            raise ArgumentError("clip: at least one of min_ and max_ must be given")
         out = self if min_ is None else (self < min_).where(min_, self)
         return out if max_ is None else (out > max_).where(max_, out)
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ember.tensor.ops.args import IndexRangeError, normalize_axis
+from ember.tensor.ops.args import IndexRangeError, ShapeError, normalize_axis
 from ember.uops import Ops, broadcast_shape, dtypes
 
 if TYPE_CHECKING:  # at run time ember.tensor.tensor binds Tensor here: it is the class built on this mixin
@@ -85,7 +85,7 @@ class IndexingMixin:
         s = self.shape[dim]
         if isinstance(k, int):
             if not -s <= k < s:
-                raise IndexError(f"index {k} is out of range for dim {src_dim} of size {s}")
+                raise IndexError(f"index {k} is out of range for dim {src_dim} of size {s} (out of bounds)")
             k %= s
             bounds = [(0, n) for n in self.shape]
             bounds[dim] = (k, k + 1)
@@ -284,7 +284,7 @@ class IndexingMixin:
                 raise ValueError(f"gather: index shape {index.shape} does not fit self shape {self.shape}")
             return self.reshape(-1).gather(0, index.reshape(-1)).reshape(index.shape)
         if index.ndim != self.ndim or any(i > s for j, (i, s) in enumerate(zip(index.shape, self.shape)) if j != d):
-            raise ValueError(f"gather: index shape {index.shape} does not fit self shape {self.shape} outside dim {d}")
+            raise ShapeError(f"gather: index shape {index.shape} does not fit self shape {self.shape} outside dim {d}")
         size = self.shape[d]
         _check_index_bounds(index, size, d, low=0, what="gather: ")
         x = self.shrink([(0, s) if j == d else (0, i) for j, (i, s) in enumerate(zip(index.shape, self.shape))])
@@ -303,6 +303,9 @@ class IndexingMixin:
             raise RuntimeError(f"{op}: index shape {index.shape} does not fit self shape {self.shape} outside dim {d}")
         if not isinstance(src, Tensor):
             src = Tensor.full(index.shape, src, self.dtype, self.device)
+        elif src.dtype != self.dtype:
+            raise RuntimeError(f"{op}: expected self.dtype to be equal to src.dtype, got {self.dtype!r} and "
+                               f"{src.dtype!r}")
         if src.ndim != index.ndim or any(i > s for i, s in zip(index.shape, src.shape)):
             raise RuntimeError(f"{op}: index shape {index.shape} is larger than src shape {src.shape}")
         _check_index_bounds(index, self.shape[d] if self.ndim else 1, d, low=0, what=f"{op}: ")

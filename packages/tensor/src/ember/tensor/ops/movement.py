@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ember.tensor.ops.args import ShapeError, normalize_axis, shape_args
+from ember.tensor.ops.args import ArgumentError, AxisError, ModeError, ShapeError, normalize_axis, shape_args
 from ember.uops import Ops, dtypes, least_upper_dtype, prod
 
 if TYPE_CHECKING:  # at run time ember.tensor.tensor binds Tensor here: it is the class built on this mixin
@@ -28,7 +28,7 @@ class MovementMixin:
             raise ValueError(f"reshape: None keeps a dim of self, which has only {self.ndim} dims: {tuple(shape)}")
         new = list(shape_args(new))
         if new.count(-1) > 1:
-            raise ValueError(f"reshape: only one dim can be -1, got {tuple(new)}")
+            raise ShapeError(f"reshape: only one dim can be -1, got {tuple(new)}")
         if any(s < -1 for s in new):
             raise ValueError(f"reshape: invalid shape dimension {min(new)} in {tuple(new)}")
         if -1 in new:
@@ -43,9 +43,17 @@ class MovementMixin:
         return Tensor(self.uop.reshape(tuple(new)))
 
     def permute(self, *order: Any) -> Tensor:
+        """The dims in `order` (a permutation of 0..ndim-1; negative dims count from the end)."""
         order_t = shape_args(order)
-        return Tensor(self.uop.permute(tuple(a % self.ndim if a < 0 else a for a in order_t) if self.ndim else
-                                       order_t))
+        if len(order_t) != self.ndim:
+            raise ArgumentError(f"permute: order {order_t} must name each of the {self.ndim} dims once (number of dims "
+                                "don't match)")
+        if any(not -max(self.ndim, 1) <= a < max(self.ndim, 1) for a in order_t):
+            raise AxisError(f"permute: order {order_t} is out of range for a tensor of {self.ndim} dims")
+        order_t = tuple(a % self.ndim for a in order_t) if self.ndim else order_t
+        if len(set(order_t)) != len(order_t):
+            raise ArgumentError(f"permute: order {order_t} repeats a dim")
+        return Tensor(self.uop.permute(order_t))
 
     def transpose(self, a: int = 1, b: int = 0) -> Tensor:
         """Swap dims a and b."""
@@ -77,7 +85,7 @@ class MovementMixin:
         if not isinstance(mode, str):
             raise TypeError(f"pad: mode must be a str, got {mode!r}")
         if mode not in ("constant", "reflect", "replicate", "circular"):
-            raise ValueError(f"pad: mode must be 'constant', 'reflect', 'replicate' or 'circular', got {mode!r}")
+            raise ModeError(f"pad: mode must be 'constant', 'reflect', 'replicate' or 'circular', got {mode!r}")
         padding = tuple(padding)
         if all(isinstance(p, int) for p in padding):
             if len(padding) % 2 or len(padding) // 2 > self.ndim:
@@ -87,13 +95,15 @@ class MovementMixin:
         if len(padding) != self.ndim:
             raise ValueError(f"pad: padding {padding} must have one (before, after) pair per dim ({self.ndim})")
         pairs_t = tuple((0, 0) if p is None else (int(p[0]), int(p[1])) for p in padding)
-        # negative amounts shrink first, the rest pads (in every mode, as torch)
+        if any(s + b + a < 0 for (b, a), s in zip(pairs_t, self.shape)):
+            raise ShapeError(f"pad: padding {pairs_t} of shape {self.shape} leaves a negative size")
+        if mode in ("reflect", "replicate"):  # (index-based: a negative amount may reach past the other side's)
+            return self._pad_mode(pairs_t, mode)
+        # negative amounts shrink first, the rest pads (circular too, as torch)
         x = self.shrink([(max(0, -b), s - max(0, -a)) for (b, a), s in zip(pairs_t, self.shape)])
         pos = tuple((max(0, b), max(0, a)) for b, a in pairs_t)
         if mode == "circular":
             return x._pad_circular(pos)
-        if mode != "constant":
-            return x._pad_mode(pos, mode)
         out = Tensor(x.uop.pad(pos))
         if value == 0:
             return out
@@ -109,6 +119,9 @@ class MovementMixin:
                 continue
             if n == 0:
                 raise ValueError(f"pad: circular padding needs a non-empty dim {d}")
+            if before > n or after > n:
+                raise ArgumentError(f"pad: circular padding {(before, after)} of dim {d} (size {n}) would wrap around "
+                                    "more than once")
             start = (-before) % n
             copies = -(-(start + total) // n)
             reps = [copies if i == d else 1 for i in range(x.ndim)]
@@ -116,6 +129,7 @@ class MovementMixin:
         return x
 
     def _pad_mode(self, padding: tuple[tuple[int, int], ...], mode: str) -> Tensor:
+        # out[i] = x[j] along each dim, j = i - before mirrored (reflect) or clamped (replicate) into [0, n)
         x = self
         for d, (before, after) in enumerate(padding):
             n = x.shape[d]
@@ -123,24 +137,42 @@ class MovementMixin:
                 continue
             if mode == "reflect" and (before >= n or after >= n):
                 raise ValueError(f"pad: reflect padding {(before, after)} of dim {d} must be smaller than its size {n}")
-            if mode == "replicate" and n == 0:
-                raise ValueError(f"pad: replicate padding needs a non-empty dim {d}")
-            idx: list[Any] = [slice(None)] * x.ndim
-            parts = []
-            if before:
-                idx[d] = slice(before, 0, -1) if mode == "reflect" else slice(0, 1)
-                part = x[tuple(idx)]
-                parts.append(part if mode == "reflect" else part.expand(
-                    [before if i == d else s for i, s in enumerate(part.shape)]))
-            parts.append(x)
-            if after:
-                stop = n - 2 - after
-                idx[d] = slice(n - 2, stop if stop >= 0 else None, -1) if mode == "reflect" else slice(n - 1, n)
-                part = x[tuple(idx)]
-                parts.append(part if mode == "reflect" else part.expand(
-                    [after if i == d else s for i, s in enumerate(part.shape)]))
-            x = parts[0].cat(*parts[1:], dim=d)
+            if n == 0:
+                raise ValueError(f"pad: {mode} padding needs a non-empty dim {d}")
+            index = []
+            for i in range(n + before + after):
+                j = i - before
+                if mode == "reflect":
+                    j = -j if j < 0 else 2 * (n - 1) - j if j >= n else j
+                index.append(min(max(j, 0), n - 1))
+            x = x._take(d, index)
         return x
+
+    def _take(self, d: int, index: list[int]) -> Tensor:
+        # self's entries at the host-known `index` along dim d, as views: each run of indices that step by +1, -1 or 0
+        # is a slice (an expand for 0), the runs joined by cat
+        runs: list[list[int]] = []  # [start, step, length]
+        for j in index:
+            if runs and runs[-1][2] == 1 and abs(j - runs[-1][0]) <= 1:
+                runs[-1][1], runs[-1][2] = j - runs[-1][0], 2
+            elif runs and runs[-1][0] + runs[-1][1] * runs[-1][2] == j and runs[-1][2] > 1:
+                runs[-1][2] += 1
+            else:
+                runs.append([j, 1, 1])
+        parts = []
+        for start, step, length in runs:
+            idx: list[Any] = [slice(None)] * self.ndim
+            if step == 0:
+                idx[d] = slice(start, start + 1)
+                part = self[tuple(idx)]
+                parts.append(part.expand([length if i == d else s for i, s in enumerate(part.shape)]))
+                continue
+            stop = start + step * length
+            idx[d] = slice(start, stop if stop >= 0 else None, step)
+            parts.append(self[tuple(idx)])
+        if not parts:
+            return self.shrink([(0, 0) if i == d else None for i in range(self.ndim)])
+        return parts[0].cat(*parts[1:], dim=d) if len(parts) > 1 else parts[0]
 
     def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
         """The diagonal of dims dim1 and dim2 (above it for offset > 0, below for < 0) as a new last dim, the other dims
@@ -188,8 +220,8 @@ class MovementMixin:
             raise RuntimeError(f"unfold: step is {step} but must be > 0")
         x = x.transpose(d, -1)
         lead, full = x.shape[:-1], n - size + 1
-        if size == 0:
-            windows = Tensor.zeros(*lead, 0, full, dtype=x.dtype, device=x.device)
+        if size == 0:  # (empty windows, still made from x: its gradient is zeros, not missing)
+            windows = x.shrink([None] * len(lead) + [(0, 0)]).unsqueeze(-1).expand(*lead, 0, full)
         else:
             # out[s, w] = x[s + w]: x repeated, read with rows of n + 1 (each row starts one element later)
             copies = -(-size * (n + 1) // n)
@@ -227,7 +259,7 @@ class MovementMixin:
         (len(x), len(y)); `indexing="xy"` swaps the first two dims (numpy's default)."""
         tensors = tuple(self) + args if isinstance(self, (tuple, list)) else (self, *args)
         if indexing not in ("ij", "xy"):
-            raise ValueError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
+            raise ArgumentError(f"meshgrid: indexing must be 'ij' or 'xy', got {indexing!r}")
         for i, t in enumerate(tensors):
             if not isinstance(t, Tensor) or t.ndim > 1:
                 raise RuntimeError(f"meshgrid: expects 0-d or 1-d tensors, argument {i} is "
@@ -325,7 +357,7 @@ class MovementMixin:
                 raise TypeError(f"cat: argument {i} is a {type(t).__name__}, not a Tensor")
         d = normalize_axis(dim, self.ndim, "cat")[0] if self.ndim else normalize_axis(dim, 0, "cat")[0]
         if self.ndim == 0:
-            raise ValueError("cat: zero-dimensional tensors cannot be concatenated (use stack)")
+            raise AxisError("cat: zero-dimensional tensors cannot be concatenated (use stack)")
         for i, t in enumerate(tensors):
             if t.ndim != self.ndim or any(a != b for j, (a, b) in enumerate(zip(t.shape, self.shape)) if j != d):
                 raise ValueError(f"cat: tensor {i} has shape {t.shape}, which does not match {self.shape} "
@@ -345,9 +377,9 @@ class MovementMixin:
         """Join same-shape tensors along a new dim: `a.stack(b, dim=0)` or `Tensor.stack((a, b))` -> shape
         (2, *a.shape)."""
         if isinstance(self, (tuple, list)):
-            if not self:
-                raise ValueError("stack: expected a non-empty list of Tensors")
-            return self[0].stack(*self[1:], *args, dim=dim)
+            if not self or args:
+                raise ValueError("stack: expected one non-empty sequence of Tensors, or the Tensors as arguments")
+            return self[0].stack(*self[1:], dim=dim)
         for i, t in enumerate(args):
             if not isinstance(t, Tensor):
                 raise TypeError(f"stack: argument {i + 1} is a {type(t).__name__}, not a Tensor")
@@ -404,12 +436,14 @@ class MovementMixin:
         """Shift elements along `dims` by `shifts`, wrapping around (dims=None: over the flattened tensor)."""
         if dims is None:
             if not isinstance(shifts, int):
-                raise ValueError(f"roll: without dims, shifts must be one int, got {shifts!r}")
+                if len(shifts) != 1:
+                    raise ArgumentError(f"roll: without dims, shifts must be one int, got {shifts!r}")
+                shifts = shifts[0]
             return self.flatten().roll(shifts, 0).reshape(self.shape)
         shifts_t = (shifts,) if isinstance(shifts, int) else tuple(shifts)
         dims_t = (dims,) if isinstance(dims, int) else tuple(dims)
         if len(shifts_t) != len(dims_t):
-            raise ValueError(f"roll: shifts {shifts_t} and dims {dims_t} must have the same length")
+            raise ArgumentError(f"roll: shifts {shifts_t} and dims {dims_t} must have the same length")
         x = self
         for s, d in zip(shifts_t, dims_t):
             d = normalize_axis(d, self.ndim, "roll")[0]

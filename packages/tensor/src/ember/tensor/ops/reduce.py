@@ -8,7 +8,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from ember.tensor.ops.args import ShapeError, normalize_axis, to_dtype
+from ember.tensor.ops.args import ArgumentError, ShapeError, normalize_axis, to_dtype
 from ember.uops import DType, Ops, dtypes, least_upper_dtype, prod, sum_acc_dtype
 
 if TYPE_CHECKING:  # at run time ember.tensor.tensor binds Tensor here: it is the class built on this mixin
@@ -302,6 +302,8 @@ class ReduceMixin:
         formula = formula.replace(" ", "")
         lhs, arrow, out = formula.partition("->")
         inputs = lhs.split(",")
+        if any(s.count("...") > 1 for s in inputs):
+            raise ArgumentError(f"einsum: an operand of {formula!r} has more than one ellipsis")
         if len(inputs) != len(ops):
             raise ValueError(f"einsum: the formula {formula!r} has {len(inputs)} operands, {len(ops)} were given")
         letters = {c for c in formula if c.isalpha()}
