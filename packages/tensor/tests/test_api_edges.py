@@ -308,3 +308,22 @@ def test_reflect_and_replicate_index_the_uncropped_input_like_torch(mode, pads):
     a = np.random.default_rng(2).standard_normal((1, 1, 5, 5)).astype(np.float32)
     grads_match(lambda x: F.pad(x, pads, mode=mode) if isinstance(x, torch.Tensor) else x.pad(pads, mode=mode), a)
     check(Tensor(a).pad(pads, mode=mode), F.pad(torch.tensor(a), pads, mode=mode))
+
+
+def test_pytorch_keyword_names():
+    a = np.random.default_rng(4).standard_normal((3, 4)).astype(np.float32)
+    x, t = Tensor(a), torch.tensor(a)
+    check(x.sum(dim=1), t.sum(dim=1), 1e-6)
+    check(x.mean(dim=0, keepdim=True), t.mean(dim=0, keepdim=True), 1e-6)
+    check(x.max(dim=1), t.max(dim=1).values)
+    check(x.argmax(dim=1), t.argmax(dim=1))
+    check(x.std(dim=1), t.std(dim=1), 1e-5)
+    check(x.logsumexp(dim=1), t.logsumexp(dim=1), 1e-6)
+    check(x.cumsum(dim=1), t.cumsum(dim=1), 1e-6)
+    check(x.cummax(dim=0)[1], t.cummax(dim=0).indices)
+    check(x.flip(dims=(0,)), t.flip(dims=(0,)))
+    check(x.clamp(min=-0.5), t.clamp(min=-0.5))
+    check(x.clamp(max=0.5), t.clamp(max=0.5))
+    check(x.clamp(min=-0.5, max=0.5), t.clamp(min=-0.5, max=0.5))
+    with pytest.raises(TypeError, match="sum: got both axis and dim"):
+        x.sum(0, dim=1)

@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Any
+import functools
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 from ember.runtime import Device
 from ember.uops import DType, dtypes
@@ -40,6 +41,24 @@ class DTypeNameError(ValueError, AttributeError):
 class IndexRangeError(IndexError, RuntimeError):
     """An index tensor's value out of range in gather/scatter/index_select: an IndexError, and the RuntimeError PyTorch
     raises for it."""
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def torch_axis_name(name: str = "dim") -> Callable[[F], F]:
+    """A method with an `axis` parameter (tinygrad's name) that takes PyTorch's name for it too, as a keyword:
+    `x.sum(dim=1)`, `x.flip(dims=(0,))`."""
+    def decorate(fn: F) -> F:
+        @functools.wraps(fn)
+        def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if name in kwargs:
+                if args or "axis" in kwargs:
+                    raise TypeError(f"{fn.__name__}: got both axis and {name} (they are one argument)")
+                kwargs["axis"] = kwargs.pop(name)
+            return fn(self, *args, **kwargs)
+        return method  # type: ignore[return-value]
+    return decorate
 
 
 def to_dtype(dtype: DType | str | None) -> DType | None:

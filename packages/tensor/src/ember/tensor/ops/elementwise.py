@@ -481,9 +481,14 @@ class TensorElementwiseMixin(ElementwiseMixin):
         """self + weight * (end - self)."""
         return self + (end - self) * weight
 
-    def clip(self, min_: Any = None, max_: Any = None) -> Tensor:
-        """x limited to [min_, max_] (either may be None; NaN stays NaN). `Tensor([-2, 5]).clip(0, 3)` -> [0, 3]. The
-        gradient flows where min_ <= x <= max_, bounds included, as torch.clamp."""
+    def clip(self, min_: Any = None, max_: Any = None, **bounds: Any) -> Tensor:
+        """x limited to [min_, max_] (either may be None; NaN stays NaN). `Tensor([-2, 5]).clip(0, 3)` -> [0, 3];
+        PyTorch's keywords work too: `x.clamp(min=0)`. The gradient flows where min_ <= x <= max_, bounds included, as
+        torch.clamp."""
+        if set(bounds) - {"min", "max"}:
+            raise TypeError(f"clip: unexpected keyword arguments {sorted(set(bounds) - {'min', 'max'})}")
+        min_ = bounds.get("min", min_)
+        max_ = bounds.get("max", max_)
         if min_ is None and max_ is None:
             raise ArgumentError("clip: at least one of min_ and max_ must be given")
         out = self if min_ is None else (self < min_).where(min_, self)

@@ -6,7 +6,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ember.tensor.ops.args import ArgumentError, AxisError, ModeError, ShapeError, normalize_axis, shape_args
+from ember.tensor.ops.args import (
+    ArgumentError,
+    AxisError,
+    ModeError,
+    ShapeError,
+    normalize_axis,
+    shape_args,
+    torch_axis_name,
+)
 from ember.uops import Ops, dtypes, least_upper_dtype, prod
 
 if TYPE_CHECKING:  # at run time ember.tensor.tensor binds Tensor here: it is the class built on this mixin
@@ -282,6 +290,7 @@ class MovementMixin:
         bounds = tuple((0, s) if b is None else (int(b[0]), int(b[1])) for b, s in zip(bounds, self.shape))
         return Tensor(self.uop.shrink(bounds))
 
+    @torch_axis_name("dims")
     def flip(self, axis: int | Sequence[int], *args: int) -> Tensor:
         """Reverse the order along `axis` (one dim or several: `x.flip(0, 1)` or `x.flip((0, 1))`)."""
         axes = normalize_axis((axis, *args) if args else axis, self.ndim, "flip")

@@ -8,7 +8,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from ember.tensor.ops.args import ArgumentError, ShapeError, normalize_axis, to_dtype
+from ember.tensor.ops.args import ArgumentError, ShapeError, normalize_axis, to_dtype, torch_axis_name
 from ember.uops import DType, Ops, dtypes, least_upper_dtype, prod, sum_acc_dtype
 
 if TYPE_CHECKING:  # at run time ember.tensor.tensor binds Tensor here: it is the class built on this mixin
@@ -21,7 +21,8 @@ def _int64_acc(dt: DType) -> DType:
 
 
 class ReduceMixin:
-    """Reductions over axes: `x.sum(1, keepdim=True)`, `x.argmax(-1)`, `x.cumsum(0)`, `a @ b`."""
+    """Reductions over axes: `x.sum(1, keepdim=True)`, `x.argmax(-1)`, `x.cumsum(0)`, `a @ b`. Each takes the axis as
+    `axis` (tinygrad) or as the keyword `dim` (PyTorch): `x.mean(dim=-1)`."""
 
     __slots__ = ()
 
@@ -32,6 +33,7 @@ class ReduceMixin:
         out = Tensor(self.uop.reduce_axis(op, axes)) if axes else self
         return out if keepdim else out.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
 
+    @torch_axis_name()
     def sum(self, axis: int | Sequence[int] | None = None, keepdim: bool = False,
             dtype: DType | str | None = None) -> Tensor:
         """The sum over `axis` (all by default); bool and ints accumulate in 64 bits, as torch. `dtype`: the input is
@@ -47,10 +49,12 @@ class ReduceMixin:
                 raise ValueError(f"{op}: cannot reduce over dim {a} of size 0 (shape {self.shape}); there is no "
                                  "identity for it")
 
+    @torch_axis_name()
     def max(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
         self._nonempty("max", axis)
         return self._reduce(Ops.MAX, axis, keepdim)
 
+    @torch_axis_name()
     def min(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
         self._nonempty("min", axis)
         if self.dtype == dtypes.bool:
@@ -59,6 +63,7 @@ class ReduceMixin:
             return ~((~self).max(axis, keepdim))
         return -((-self).max(axis, keepdim))
 
+    @torch_axis_name()
     def mean(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
         axes = normalize_axis(axis, self.ndim, "mean")
         if self.ndim == 0:  # (axis 0 or -1 of a 0-d tensor: itself)
@@ -67,6 +72,7 @@ class ReduceMixin:
         out = self.float_().sum(axis, keepdim)
         return out * (1 / count) if count else out * float("nan")
 
+    @torch_axis_name()
     def prod(self, axis: int | Sequence[int] | None = None, keepdim: bool = False,
              dtype: DType | str | None = None) -> Tensor:
         """The product over `axis` (all by default); bool and ints accumulate in int64, as torch. `dtype`: the input is
@@ -75,6 +81,7 @@ class ReduceMixin:
             return self.cast(dt).prod(axis, keepdim).cast(dt)
         return self.cast(_int64_acc(self.dtype))._reduce(Ops.MUL, axis, keepdim)
 
+    @torch_axis_name()
     def var(self, axis: int | Sequence[int] | None = None, keepdim: bool = False,
             correction: int | float = 1) -> Tensor:
         """The variance over `axis`, divided by N - correction (correction=1: the unbiased estimate)."""
@@ -84,25 +91,30 @@ class ReduceMixin:
         sq = (x - x.mean(axes, keepdim=True)).square().sum(axes, keepdim)
         return sq / Tensor(max(0, n - correction), self.device, dtypes.float32).cast(sq.dtype)
 
+    @torch_axis_name()
     def std(self, axis: int | Sequence[int] | None = None, keepdim: bool = False,
             correction: int | float = 1) -> Tensor:
         """The standard deviation over `axis`: sqrt(var(axis, keepdim, correction))."""
         return self.var(axis, keepdim, correction).sqrt()
 
+    @torch_axis_name()
     def var_mean(self, axis: int | Sequence[int] | None = None, keepdim: bool = False,
                  correction: int | float = 1) -> tuple[Tensor, Tensor]:
         """(var, mean) over `axis`."""
         return self.var(axis, keepdim, correction), self.mean(axis, keepdim)
 
+    @torch_axis_name()
     def std_mean(self, axis: int | Sequence[int] | None = None, keepdim: bool = False,
                  correction: int | float = 1) -> tuple[Tensor, Tensor]:
         """(std, mean) over `axis`."""
         return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
 
+    @torch_axis_name()
     def any(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
         """True where any element over `axis` is nonzero."""
         return self.cast(dtypes.bool)._reduce(Ops.MAX, axis, keepdim)
 
+    @torch_axis_name()
     def all(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
         """True where every element over `axis` is nonzero."""
         return self.logical_not().any(axis, keepdim).logical_not()
@@ -112,6 +124,7 @@ class ReduceMixin:
         n = self.shape[axis]
         return Tensor.arange(n, device=self.device).reshape([n if i == axis else 1 for i in range(self.ndim)])
 
+    @torch_axis_name()
     def argmax(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
         """The index (int64) of the first largest element over `axis`, or of the flattened tensor for axis=None."""
         if axis is None:
@@ -129,12 +142,14 @@ class ReduceMixin:
         rev = (n - self._index_along(ax)).cast(dtypes.int32)
         return (n - is_max.where(rev, 0).max(ax, keepdim)).cast(dtypes.int64)
 
+    @torch_axis_name()
     def argmin(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
         """The index (int64) of the first smallest element over `axis`, or of the flattened tensor for axis=None."""
         if self.dtype == dtypes.bool:
             return self.logical_not().argmax(axis, keepdim)
         return (-self if dtypes.is_float(self.dtype) else ~self).argmax(axis, keepdim)
 
+    @torch_axis_name()
     def logsumexp(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
         """log(sum(exp(x))) over `axis`, computed stably around the max."""
         axes = normalize_axis(axis, self.ndim, "logsumexp")
@@ -144,6 +159,7 @@ class ReduceMixin:
         out = (x - m).exp().sum(axes, keepdim=True).log() + m
         return out if keepdim else out.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
 
+    @torch_axis_name()
     def cumsum(self, axis: int = 0) -> Tensor:
         """The running sum along `axis` (ints accumulate in int64, as torch): `Tensor([1, 2, 3]).cumsum()` ->
         [1, 3, 6]."""
@@ -151,6 +167,7 @@ class ReduceMixin:
             normalize_axis(axis, 0, "cumsum")
         return self._cumulative(axis, "cumsum", 0, lambda t: t.sum(-1))
 
+    @torch_axis_name()
     def cumprod(self, axis: int = 0) -> Tensor:
         """The running product along `axis`."""
         return self._cumulative(axis, "cumprod", 1, lambda t: t.prod(-1))
@@ -167,11 +184,13 @@ class ReduceMixin:
         out = reduce(keep.where(x.unsqueeze(-2), Tensor(identity, self.device, x.dtype))).cast(x.dtype)
         return out.transpose(ax, -1)
 
+    @torch_axis_name()
     def cummax(self, axis: int = 0) -> tuple[Tensor, Tensor]:
         """(values, indices): the running max along `axis` and where it was found (the last position of a tie, as
         torch): `Tensor([1, 3, 2]).cummax(0)` -> ([1, 3, 3], [0, 1, 1])."""
         return self._cum_extreme(axis, "cummax")
 
+    @torch_axis_name()
     def cummin(self, axis: int = 0) -> tuple[Tensor, Tensor]:
         """(values, indices): the running min along `axis` and where it was found (the last position of a tie)."""
         return self._cum_extreme(axis, "cummin")
@@ -198,6 +217,7 @@ class ReduceMixin:
         indices = hit.where(ramp.reshape(1, n), -1).max(-1).cast(dtypes.int64)
         return values.transpose(ax, -1), indices.transpose(ax, -1)
 
+    @torch_axis_name()
     def logcumsumexp(self, axis: int = 0) -> Tensor:
         """log(cumsum(exp(x))) along `axis`, each prefix computed stably around its own max."""
         if self.ndim == 0:
