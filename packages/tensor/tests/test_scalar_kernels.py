@@ -69,3 +69,16 @@ def test_lift_float_scalars_makes_equal_asts_for_other_values():
     (a, va), (b, vb) = (engine.lift_float_scalars(ast) for ast in asts)
     assert a is b and list(va.values()) != list(vb.values())
     assert [np.int32(v).view(np.float32) for v in va.values()] == [np.float32(0.25)]
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint8, np.int16])
+def test_int_scalars_share_a_program_and_stay_exact(codegens, dtype):
+    base = np.arange(-6, 6).astype(dtype) if np.issubdtype(dtype, np.signedinteger) else np.arange(12).astype(dtype)
+    x = Tensor(base).realize()
+    codegens.clear()
+    for s in range(3, 40):
+        np.testing.assert_array_equal((x * s + 7).numpy(), (base * dtype(s) + dtype(7)).astype(dtype))
+    assert len(codegens) <= 2 * (engine.BAKED_PER_FAMILY + 1)  # (a power of two multiplies as a shift: its own family)
+    for s in (3, 5, 7, 9, 11):  # a divisor made an argument divides exactly as a constant one
+        np.testing.assert_array_equal((x // s).numpy(), base // dtype(s))
+        np.testing.assert_array_equal((x % s).numpy(), base % dtype(s))

@@ -70,20 +70,34 @@ class ScalarKernel(CompiledKernel):
 # float constants whose bits an int32 kernel argument holds (every device passes int arguments of 32 bits at least);
 # not bfloat16, which numpy cannot convert exactly
 _SCALAR_BITS = {dtypes.float32: dtypes.int32, dtypes.float16: dtypes.int16}
+_SCALAR_INTS = (dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64, dtypes.uint8, dtypes.uint16, dtypes.uint32,
+                dtypes.uint64)
+_I32 = (-(1 << 31), (1 << 31) - 1)
+
+
+def _as_argument(u: UOp, var: UOp) -> tuple[UOp, int] | None:
+    """`u` (a CONST) computed from the kernel argument `var`, and the argument's value; None to keep it a constant."""
+    if u.dtype in _SCALAR_BITS:
+        bits = _SCALAR_BITS[u.dtype]
+        raw = np.array([u.arg], to_numpy_dtype(u.dtype)).view(to_numpy_dtype(bits))[0]
+        return var.cast(bits).bitcast(u.dtype), int(raw)
+    if u.dtype in _SCALAR_INTS and isinstance(u.arg, int) and _I32[0] <= u.arg <= _I32[1]:
+        return var.cast(u.dtype), u.arg
+    return None
 
 
 def lift_float_scalars(ast: UOp) -> tuple[UOp, dict[UOp, int]]:
-    """The kernel with each float constant (a Python scalar such as the 0.37 of `x * 0.37`) made an argument: a
-    DEFINE_VAR `fconst<i>` holding its bits, bitcast back to the float; and each argument's value. Kernels that
-    differ only in such constants lift to the same AST, so they can share one compiled program."""
+    """The kernel with each scalar constant (a Python number such as the 0.37 of `x * 0.37`; floats of 32 bits or
+    less, ints that fit 32 bits) made an argument: a DEFINE_VAR `fconst<i>` holding its value (a float's bits, bitcast
+    back), and each argument's value. Kernels that differ only in such constants lift to the same AST, so they can
+    share one compiled program."""
     mapping: dict[UOp, UOp] = {}
     values: dict[UOp, int] = {}
     for u in ast.toposort():
-        if u.op is Ops.CONST and u.dtype in _SCALAR_BITS and u not in mapping:
-            bits = _SCALAR_BITS[u.dtype]
-            var = UOp.variable(f"fconst{len(values)}", -(1 << 31), (1 << 31) - 1)
-            raw = np.array([u.arg], to_numpy_dtype(u.dtype)).view(to_numpy_dtype(bits))[0]
-            mapping[u], values[var] = var.cast(bits).bitcast(u.dtype), int(raw)
+        if u.op is Ops.CONST and u not in mapping:
+            var = UOp.variable(f"fconst{len(values)}", *_I32)
+            if (lifted := _as_argument(u, var)) is not None:
+                mapping[u], values[var] = lifted[0], lifted[1]
     return (ast.substitute(mapping) if mapping else ast), values
 
 
