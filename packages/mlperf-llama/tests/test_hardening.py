@@ -270,3 +270,10 @@ def test_a_bad_command_line_is_one_line(capsys, argv):
     assert e.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "error:" in err[0] and "--help" in err[0]
+
+
+def test_an_optimizer_file_without_the_moments_is_refused(broken, tmp_path):
+    edit_header(step_dir(broken) / "optimizer.safetensors",
+                lambda h: [h.pop(k) for k in [k for k in h if k.startswith("v.")]])
+    with pytest.raises(ValueError, match=r"optimizer.safetensors lacks the tensor 'v\."):
+        load(broken, tmp_path)

@@ -378,10 +378,12 @@ def load_checkpoint(directory: Path, trainer: Trainer) -> dict[str, Any]:
     shapes = parameter_shapes(trainer.model_cfg)
     named = trainer.model.named_parameters()
     _check_tensors(path / "model.safetensors", shapes)
-    opt_names = [k for k in safe_load_metadata(path / "optimizer.safetensors")[0] if k != "__metadata__"]
-    kinds = {k.partition(".")[0] for k in opt_names if "." in k} & {"m", "v", "master", "momentum"}
+    # the optimizer's state: "m.0", "v.0" ... per group (saved per parameter), "betas_pow.<device>", "step_count" and
+    # "lr" (saved once, by kind)
+    own = [k.partition(".") for k in trainer.opt.state_dict()]
+    kinds = {kind for kind, _, index in own if index.isdigit()}
     _check_tensors(path / "optimizer.safetensors", {f"{kind}.{n}": s for kind in kinds for n, s in shapes.items()},
-                   scalars=tuple(k for k in opt_names if "." not in k))
+                   scalars=tuple({kind for kind, _, index in own if not index.isdigit()}))
     weights = safe_load(path / "model.safetensors", device=trainer.cfg.device)
     trainer.model.load_checkpoint_state(weights)
     opt_state = {k: trainer.model.pad(k.partition(".")[2], v.numpy())
