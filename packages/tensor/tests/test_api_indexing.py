@@ -424,3 +424,29 @@ def test_diagonal_of_empty_dims():
         for off in (0, 1, -1):
             check(Tensor(a).diagonal(off), torch.tensor(a).diagonal(off))
     check(Tensor(np.zeros(0, np.float32)).diag(), torch.zeros(0).diag())
+
+
+def test_pytorch_method_spellings():
+    a = normal((2, 3, 4), 5)
+    x, t = Tensor(a), torch.tensor(a)
+    check(x.view(dtypes.int32), t.view(torch.int32))
+    check(x.view("int32"), t.view(torch.int32))
+    check(x[0].view_as(x[1].T), t[0].view_as(t[1].T))
+    check(x[0, :1].expand_as(x[0]), t[0, :1].expand_as(t[0]))
+    check(x[0].t(), t[0].t())
+    check(x.narrow(2, 1, 2), t.narrow(2, 1, 2))
+    check(x.narrow(-1, -3, 3), t.narrow(-1, -3, 3))
+    check(x.movedim(0, -1), t.movedim(0, -1))
+    check(x.moveaxis((0, 1), (2, 0)), t.moveaxis((0, 1), (2, 0)))
+    check(x.amax(dim=(0, 2)), t.amax(dim=(0, 2)))
+    check(x.amin(1, keepdim=True), t.amin(1, keepdim=True))
+    check(x.new_zeros(2, 2), t.new_zeros(2, 2))
+    check(x.new_ones((3,)), t.new_ones((3,)))
+    check(x.new_full((2,), 7.5), t.new_full((2,), 7.5))
+    assert x.new_empty(2, dtype="int32").shape == (2,)
+    for name in ("lt", "gt", "le", "ge"):
+        check(getattr(x, name)(0.1), getattr(t, name)(0.1))
+    check(x.true_divide(0.1), t.true_divide(0.1), 1e-6)  # (x * (1 / 0.1): within an ulp of IEEE division)
+    check(x.type_as(Tensor([1], dtype=dtypes.int32)), t.type_as(torch.tensor([1], dtype=torch.int32)))
+    with pytest.raises(IndexError, match="narrow: start 3 and length 2 are out of range"):
+        x.narrow(1, 3, 2)

@@ -101,6 +101,23 @@ class CreationMixin:
         out = Tensor.full(self.shape, value, to_dtype(dtype) or self.dtype, device or self.device)
         return out.shard_like(self) if device is None and isinstance(self.device, tuple) else out
 
+    def new_full(self, size: Sequence[int], fill_value: Any, dtype: DType | str | None = None,
+                 device: str | None = None) -> Tensor:
+        """A new tensor of shape `size` filled with `fill_value`, in this tensor's dtype and device unless given."""
+        return Tensor.full(tuple(size), fill_value, to_dtype(dtype) or self.dtype, device or self.device)
+
+    def new_zeros(self, *size: Any, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+        """Zeros of shape `size`, in this tensor's dtype and device unless given."""
+        return self.new_full(shape_args(size), 0, dtype, device)
+
+    def new_ones(self, *size: Any, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+        """Ones of shape `size`, in this tensor's dtype and device unless given."""
+        return self.new_full(shape_args(size), 1, dtype, device)
+
+    def new_empty(self, *size: Any, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+        """An uninitialized tensor of shape `size`, in this tensor's dtype and device unless given."""
+        return Tensor.empty(*shape_args(size), dtype=to_dtype(dtype) or self.dtype, device=device or self.device)
+
     def zeros_like(self, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
         """Zeros of this tensor's shape (and dtype and device unless given)."""
         return self.full_like(0, dtype, device)

@@ -257,6 +257,20 @@ class TensorElementwiseMixin(ElementwiseMixin):
             raise DTypeError(f"bitwise_not: the tensor must be int or bool, got {self.dtype!r}")
         return super().bitwise_not()
 
+    # *** comparisons and division by their PyTorch method names ***
+    def lt(self, x: Any) -> Tensor: return self < x
+    def gt(self, x: Any) -> Tensor: return self > x
+    def le(self, x: Any) -> Tensor: return self <= x
+    def ge(self, x: Any) -> Tensor: return self >= x
+
+    def true_divide(self, x: Any) -> Tensor:
+        """True division: self / x."""
+        return self.div(x)
+
+    def type_as(self, other: Tensor) -> Tensor:
+        """This tensor cast to `other`'s dtype."""
+        return self.cast(other.dtype)
+
     # *** == is elementwise on tensors ***
     def __eq__(self, x: Any) -> Tensor: return self.eq(x)  # type: ignore[override]
     def __ne__(self, x: Any) -> Tensor: return self.ne(x)  # type: ignore[override]

@@ -15,7 +15,7 @@ from ember.tensor.ops.args import (
     shape_args,
     torch_axis_name,
 )
-from ember.uops import Ops, dtypes, least_upper_dtype, prod
+from ember.uops import DType, Ops, dtypes, least_upper_dtype, prod
 
 if TYPE_CHECKING:  # at run time ember.tensor.tensor binds Tensor here: it is the class built on this mixin
     from ember.tensor.tensor import Tensor
@@ -297,8 +297,47 @@ class MovementMixin:
         return Tensor(self.uop.flip(tuple(i in axes for i in range(self.ndim))))
 
     def view(self, *shape: Any) -> Tensor:
-        """The same as reshape (every view here is lazy)."""
+        """The same as reshape (every view here is lazy); given a dtype, `bitcast` (torch's `x.view(torch.int32)`)."""
+        if len(shape) == 1 and isinstance(shape[0], (DType, str)):
+            return self.bitcast(shape[0])
         return self.reshape(*shape)
+
+    def view_as(self, other: Tensor) -> Tensor:
+        """This tensor in `other`'s shape."""
+        return self.reshape(other.shape)
+
+    reshape_as = view_as
+
+    def expand_as(self, other: Tensor) -> Tensor:
+        """This tensor broadcast to `other`'s shape."""
+        return self.expand(other.shape)
+
+    def t(self) -> Tensor:
+        """The transpose of a tensor of at most 2 dims (as torch.Tensor.t)."""
+        if self.ndim > 2:
+            raise ArgumentError(f"t: expects a tensor with at most 2 dims, got shape {self.shape} (use transpose)")
+        return self.transpose(0, 1) if self.ndim == 2 else self
+
+    def narrow(self, dim: int, start: int, length: int) -> Tensor:
+        """`length` elements of dim `dim` from `start` (negative: from the end), as a view."""
+        d = normalize_axis(dim, self.ndim, "narrow")[0]
+        n = self.shape[d]
+        begin = start + n if start < 0 else start
+        if not 0 <= begin <= n or length < 0 or begin + length > n:
+            raise IndexError(f"narrow: start {start} and length {length} are out of range for dim {d} of size {n}")
+        return self.shrink([(begin, begin + length) if i == d else None for i in range(self.ndim)])
+
+    def movedim(self, source: int | Sequence[int], destination: int | Sequence[int]) -> Tensor:
+        """Move dims `source` to positions `destination`, the others keeping their order (moveaxis is the same)."""
+        src = normalize_axis(source, self.ndim, "movedim")
+        dst = normalize_axis(destination, self.ndim, "movedim")
+        if len(src) != len(dst):
+            raise ArgumentError(f"movedim: source {source} and destination {destination} must have the same length")
+        rest = iter(i for i in range(self.ndim) if i not in src)
+        placed = dict(zip(dst, src))
+        return self.permute([placed[i] if i in placed else next(rest) for i in range(self.ndim)])
+
+    moveaxis = movedim
 
     def squeeze(self, dim: int | Sequence[int] | None = None) -> Tensor:
         """Remove size-1 dims (all of them, or those in `dim`; a named dim that is not 1 is kept, as in torch)."""

@@ -64,6 +64,16 @@ class ReduceMixin:
         return -((-self).max(axis, keepdim))
 
     @torch_axis_name()
+    def amax(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        """The max over `axis` (torch.amax: values only, as `max` here)."""
+        return self.max(axis, keepdim)
+
+    @torch_axis_name()
+    def amin(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        """The min over `axis` (torch.amin: values only, as `min` here)."""
+        return self.min(axis, keepdim)
+
+    @torch_axis_name()
     def mean(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
         axes = normalize_axis(axis, self.ndim, "mean")
         if self.ndim == 0:  # (axis 0 or -1 of a 0-d tensor: itself)
