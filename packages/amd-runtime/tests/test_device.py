@@ -265,14 +265,11 @@ def test_llama_training_step_matches_the_cpu(llama_steps):  # noqa: ANN001
     np.testing.assert_allclose(loss, ref_loss, rtol=1e-5)
     assert len(grads) == 21
     for name in ref_grads:
-        if name != "tok_embeddings.weight":  # see the next test
+        if name != "tok_embeddings.weight":  # (the next test)
             np.testing.assert_allclose(grads[name], ref_grads[name], rtol=1e-4, atol=1e-6, err_msg=name)
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="codegen: the embedding backward's scatter kernel (E_8_32_8_8_32) loops every work-item over "
-                          "all tokens and adds into rows it does not own: a race on any GPU (correct on the CPU)")
 def test_llama_embedding_gradient_matches_the_cpu(llama_steps):  # noqa: ANN001
     name = "tok_embeddings.weight"
     np.testing.assert_allclose(llama_steps["AMD"][1][name], llama_steps["CPU"][1][name], rtol=1e-4, atol=1e-6)

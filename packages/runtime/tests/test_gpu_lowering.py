@@ -272,3 +272,22 @@ def test_an_axis_of_a_size_known_at_run_time_stays_a_loop_next_to_thread_ids():
     out = bufs[0].numpy()
     np.testing.assert_array_equal(out[:296], x[:296] * 2)
     assert (out[296:] == 0).all()
+
+
+def test_a_scatter_kernel_runs_on_one_thread():
+    # an embedding gradient: the scheduler's scatter (fill, then out[y(t)] += g(t) in sequential LOOP ranges); on a
+    # GPU the fill and every update must be in order: one thread, no opts
+    from ember.tensor import Tensor
+
+    rng = np.random.default_rng(5)
+    idx, g = rng.integers(0, 16, (2, 5)), rng.standard_normal((2, 5, 8)).astype(np.float32)
+    w = Tensor(rng.standard_normal((16, 8)).astype(np.float32), device="PYTHON", requires_grad=True)
+    (w[Tensor(idx, device="PYTHON")] * Tensor(g, device="PYTHON")).sum().backward()
+    want = np.zeros((16, 8), np.float32)
+    np.add.at(want, idx, g)
+    np.testing.assert_allclose(w.grad.numpy(), want, rtol=1e-6, atol=1e-6)
+    r0, r1 = UOp.range(4, 0, AxisType.GLOBAL), UOp.range(3, 1, AxisType.LOOP)
+    ast = UOp.sink(param(0, 4).index(r0).store(param(1, 4).index(r0).load()).end(r0, r1))
+    assert hand_coded_opts(ast, RENDERER) == [] and to_program(ast, RENDERER, None).local_size == (1, 1, 1)
+    with pytest.raises(KernelOptError, match="sequential LOOP ranges"):
+        to_program(ast, RENDERER, [Opt(OptOps.LOCAL, 0, 2)])

@@ -9,7 +9,8 @@ shared memory, and the output axes become thread ids.
 - `gpu_dims`: GLOBAL ranges become workgroup ids (`SPECIAL` "gidx<d>"), LOCAL, WARP and GROUP_REDUCE ranges thread
   ids in the workgroup ("lidx<d>"), the innermost range on dimension 0 (x): a WARP range, the lanes of a tensor-core
   instruction, is always innermost, so a warp is consecutive threads. More ranges than the target has dimensions share
-  the outermost one (each range a `//` and `%` of it); an axis of a size known only at run time stays a loop.
+  the outermost one (each range a `//` and `%` of it); an axis of a size known only at run time stays a loop. A kernel
+  with sequential LOOP ranges (a scatter) runs on one thread (`sequential`).
 """
 
 from __future__ import annotations
@@ -126,6 +127,8 @@ def _dims(rngs: list[UOp], maxes: tuple[int, ...], prefix: str) -> dict[UOp, UOp
 def gpu_dims(sink: UOp, renderer: Renderer) -> UOp:
     """The kernel with its GLOBAL ranges on workgroup ids and its LOCAL/GROUP_REDUCE ranges on thread ids."""
     rngs = sorted({u for u in sink.toposort() if u.op is Ops.RANGE}, key=range_order)
+    if sequential(rngs):  # (its updates must not race: one thread runs the whole kernel)
+        return sink
     known = [r for r in rngs if range_size(r) is not None]
     # (a WARP range innermost: a tensor core's lanes are consecutive threads)
     locals_ = sorted((r for r in known if r.arg[1] in THREAD_KINDS), key=lambda r: (r.arg[1] is AxisType.WARP,
@@ -144,6 +147,13 @@ def gpu_dims(sink: UOp, renderer: Renderer) -> UOp:
             kept = tuple(r for r in u.src[1:] if r not in mapping)
             ends[u] = u.replace(src=(u.src[0], *kept)) if kept else u.src[0]
     return sink.substitute(ends).substitute(mapping)
+
+
+def sequential(rngs: list[UOp]) -> bool:
+    """Whether a kernel has LOOP ranges: updates in order that no thread may race (the scheduler's scatter of an
+    embedding gradient, out[y(t)] += x(t) after a fill of out). A GPU runs such a kernel on one thread, fill
+    included: the fill must be done before the first update, and workgroups cannot wait for each other."""
+    return any(r.arg[1] is AxisType.LOOP for r in rngs)
 
 
 def launch_dims(uops: tuple[UOp, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:

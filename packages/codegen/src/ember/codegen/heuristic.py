@@ -12,6 +12,7 @@ from ember.codegen.opt import (
     nested_reduce,
     range_size,
 )
+from ember.codegen.gpudims import sequential
 from ember.codegen.program import Opt, OptOps
 from ember.codegen.renderer import Renderer
 from ember.codegen.tc import TENSOR_CORES
@@ -150,6 +151,8 @@ def gpu_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
         return kernel_ranges(ast).index(r)
 
     rngs = kernel_ranges(ast)
+    if sequential(rngs):  # (one thread runs it: see gpudims.sequential)
+        return []
     loads, stores = _accesses(ast)
     outputs = [r for r in rngs if r.arg[1] is AxisType.GLOBAL and range_size(r) is not None]
     reduces = [r for r in rngs if r.arg[1] is AxisType.REDUCE and range_size(r) is not None]

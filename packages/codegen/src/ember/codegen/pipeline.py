@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ember.codegen.gpudims import launch_dims
+from ember.codegen.gpudims import launch_dims, sequential
 from ember.codegen.heuristic import hand_coded_opts
 from ember.codegen.linearize import linearize
 from ember.codegen.lower import lower
@@ -63,6 +63,8 @@ def to_program(ast: UOp, renderer: Renderer, opts: list[Opt] | None = None) -> P
     if not renderer.has_local and (gpu := [o for o in opts if o.op in GPU_OPTS]):
         raise KernelOptError(f"{gpu}: {type(renderer).__name__} has no workgroups (LOCAL/GROUP/GROUPTOP/TC are GPU "
                              "opts)")
+    if renderer.has_local and (gpu := [o for o in opts if o.op in GPU_OPTS]) and sequential(kernel_ranges(ast)):
+        raise KernelOptError(f"{gpu}: the kernel has sequential LOOP ranges (a scatter): a GPU runs it on one thread")
     for o in opts:
         if o.op is OptOps.TC and (o.amount not in range(len(TENSOR_CORES)) or
                                   TENSOR_CORES[o.amount].name not in renderer.tensor_cores):

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ember.codegen.cache import kernel_key
-from ember.codegen.gpudims import THREAD_KINDS
+from ember.codegen.gpudims import THREAD_KINDS, sequential
 from ember.codegen.heuristic import hand_coded_opts
 from ember.codegen.opt import KernelOptError, apply_opts, kernel_ranges, range_size
 from ember.codegen.pipeline import to_program
@@ -70,7 +70,7 @@ def actions(ast: UOp, renderer: Renderer) -> list[Opt]:
         elif kind is AxisType.REDUCE:
             out += [Opt(OptOps.UNROLL, i, a) for a in (2, 4, 8, 16) if size % a == 0 and a <= room]
             out += [Opt(OptOps.PARTIAL, i, a) for a in (8, 16, 32) if size % a == 0 and size > a and a <= room]
-        if renderer.has_local:  # workgroups: output axes on threads, a reduce across them
+        if renderer.has_local and not sequential(rngs):  # workgroups: output axes on threads, a reduce across them
             threads = math.prod(range_size(x) or 1 for x in rngs if x.arg[1] in THREAD_KINDS)
             fits = [a for a in (2, 4, 8, 16, 32, 64, 128, 256) if size % a == 0 and
                     threads * a <= renderer.max_workgroup_threads]
