@@ -3,6 +3,7 @@ its accesses and the renderer's capabilities. What each Opt does is opt.py's."""
 
 from __future__ import annotations
 
+from ember.codegen.gpudims import sequential
 from ember.codegen.opt import (
     MAX_PANEL_BYTES,
     KernelOptError,
@@ -12,7 +13,6 @@ from ember.codegen.opt import (
     nested_reduce,
     range_size,
 )
-from ember.codegen.gpudims import sequential
 from ember.codegen.program import Opt, OptOps
 from ember.codegen.renderer import Renderer
 from ember.codegen.tc import TENSOR_CORES
