@@ -153,3 +153,31 @@ def test_a_jitted_step_recorded_once_and_replayed_as_one_batch():
         graph.exec_buffers([bx, by], wait=True)
         ref = fn(Tensor(x, device="CPU"), Tensor(y, device="CPU")).numpy()
         np.testing.assert_allclose(step.result.numpy(), ref, rtol=1e-5, atol=1e-6)
+
+
+def test_jit_replays_through_the_device_graph():
+    """A plain jit on the AMD device replays its capture as the device's graph (recorded once), results equal the
+    CPU's for each new input."""
+    import os
+
+    from ember.runtime import Device
+    from ember.tensor import Tensor, jit
+
+    os.environ["MOCKGPU"] = "1"
+    try:
+        Device["AMD"]
+    finally:
+        del os.environ["MOCKGPU"]
+    rng = np.random.default_rng(6)
+    w = rng.standard_normal((16, 8)).astype(np.float32)
+
+    def fn(x: Tensor) -> Tensor:
+        return (x @ Tensor(w, device=x.device)).relu().sum(1).realize()
+
+    step = jit(fn)
+    for i in range(5):
+        x = rng.standard_normal((4, 16)).astype(np.float32)
+        out = step(Tensor(x, device="AMD")).numpy()
+        np.testing.assert_allclose(out, fn(Tensor(x, device="CPU")).numpy(), rtol=1e-5, atol=1e-5)
+        if i >= 1:
+            assert step.graph is not None and len(step.graph.jobs) == step.kernel_count

@@ -11,7 +11,7 @@ and `Device["AMD"]`, `Device["AMD:1"]` then build `AMDDevice("AMD")`, `AMDDevice
 from __future__ import annotations
 
 import importlib.metadata
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ember.runtime.allocator import Allocator
@@ -42,6 +42,13 @@ class CompiledDevice:
 
     def synchronize(self) -> None:
         """Wait until every launched program and copy has finished (nothing to wait for on synchronous devices)."""
+
+    def graph(self, launches: Sequence[tuple[Any, ...]], inputs: Sequence[Any]) -> Any | None:
+        """A batched replay of recorded launches on this device, or None when it has none (the caller then launches
+        them one by one). Each launch is (program, Buffers, global_size, local_size, vals), program None for a copy
+        (Buffers: dest, src); the `inputs` Buffers (by identity) are replaced at each `exec_buffers(new_inputs)` of
+        the returned graph. A jit replays its captured kernels through it (the AMD device's HCQ batches)."""
+        return None
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name}>"

@@ -5,7 +5,8 @@
 
 The first call runs normally; the second runs normally while recording every kernel launch (`engine.capture()`);
 from the third on the recorded kernels are replayed with the new inputs' buffers: no scheduling, no codegen, no
-compilation. The outputs are the tensors the captured call returned, overwritten in place by each replay. A call whose
+compilation. When every launch is on one device that batches launches (`CompiledDevice.graph`: the AMD device's HCQ
+batches), the replay is that device's graph, recorded once; otherwise the kernels are launched one by one. The outputs are the tensors the captured call returned, overwritten in place by each replay. A call whose
 tensor inputs differ in shape, dtype, device or shard axis from the captured ones raises ValueError.
 """
 
@@ -15,6 +16,7 @@ import functools
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
+from ember.runtime import Device
 from ember.tensor import engine
 from ember.tensor.tensor import Tensor
 
@@ -41,6 +43,7 @@ class JitFunction(Generic[R]):
         self.signature: list[tuple[Any, ...]] = []
         self.input_slots: list[list[tuple[int, int]]] = []  # per input buffer: (launch, buffer position)
         self.result: Any = None
+        self.graph: Any = None  # the device's batched replay of the capture, where it has one
         functools.update_wrapper(self, fn)  # type: ignore[arg-type]
 
     def __call__(self, *args: Any, **kwargs: Any) -> R:
@@ -59,6 +62,7 @@ class JitFunction(Generic[R]):
         bufs = [b for t in inputs for b in _buffers(t)]
         self.input_slots = [[(i, j) for i, (_, _, launch_bufs) in enumerate(self.captured)
                              for j, b in enumerate(launch_bufs) if b is buf] for buf in bufs]
+        self.graph = _device_graph(self.captured, bufs)
         return self.result
 
     def _replay(self, inputs: list[Tensor]) -> R:
@@ -66,6 +70,9 @@ class JitFunction(Generic[R]):
         if got != self.signature:
             raise ValueError(f"jit: called with tensors {got}, but captured with {self.signature}; "
                              "make a new jit function for other shapes, dtypes, devices or shardings")
+        if self.graph is not None:
+            self.graph.exec_buffers([b for t in inputs for b in _buffers(t)])
+            return self.result  # type: ignore[no-any-return]
         launches = [list(bufs) for _, _, bufs in self.captured]
         for buf, slots in zip([b for t in inputs for b in _buffers(t)], self.input_slots):
             for i, j in slots:
@@ -81,6 +88,18 @@ class JitFunction(Generic[R]):
     def kernel_count(self) -> int:
         """How many launches a replay makes (0 before the capture)."""
         return len(self.captured)
+
+
+def _device_graph(captured: list[engine.Launch], inputs: list[Any]) -> Any | None:
+    """The captured launches as one device's graph, when they all run on one device that has graphs."""
+    devices = {b.device for _, _, bufs in captured for b in bufs}
+    if len(devices) != 1 or not captured:
+        return None
+    launches = [(k.program, bufs, k.spec.global_size, k.spec.local_size, ()) if k is not None else
+                (None, bufs, (1,), None, ()) for k, _, bufs in captured]
+    if any(k is not None and k.spec.vars for k, _, _ in captured):
+        return None  # (symbolic kernels are replayed one by one)
+    return Device[devices.pop()].graph(launches, inputs)
 
 
 def _outputs(result: Any) -> list[Tensor]:
