@@ -6,7 +6,8 @@
 The first call runs normally; the second runs normally while recording every kernel launch (`engine.capture()`);
 from the third on the recorded kernels are replayed with the new inputs' buffers: no scheduling, no codegen, no
 compilation. When every launch is on one device that batches launches (`CompiledDevice.graph`: the AMD device's HCQ
-batches), the replay is that device's graph, recorded once; otherwise the kernels are launched one by one. The outputs are the tensors the captured call returned, overwritten in place by each replay. A call whose
+batches), the replay is that device's graph, recorded once; otherwise the kernels are launched one by one. The
+outputs are the tensors the captured call returned, overwritten in place by each replay. A call whose
 tensor inputs differ in shape, dtype, device or shard axis from the captured ones raises ValueError.
 """
 
