@@ -136,6 +136,21 @@ def replace_atomic(tmp: str | os.PathLike[str], target: str | os.PathLike[str]) 
     _fsync_folder(Path(target).parent)
 
 
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux shows it (setting it to read it back would briefly
+    loosen the mode of files other threads create)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o077)  # (the strictest value while it is being read)
+    os.umask(mask)
+    return mask
+
+
 @contextlib.contextmanager
 def atomic_open(path: str | os.PathLike[str], mode: str = "wb", *, file_mode: int | None = None,
                 **kwargs: Any) -> Iterator[IO[Any]]:
@@ -153,11 +168,7 @@ def atomic_open(path: str | os.PathLike[str], mode: str = "wb", *, file_mode: in
         raise FileNotFoundError(f"folder {str(folder)!r} of {str(target)!r} does not exist")
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=_temp_prefix(target), suffix=".tmp")
     try:
-        if file_mode is None:  # mkstemp makes 0600: give the file the mode `open` would
-            umask = os.umask(0)
-            os.umask(umask)
-            file_mode = 0o666 & ~umask
-        os.chmod(tmp, file_mode)
+        os.chmod(tmp, file_mode if file_mode is not None else 0o666 & ~_umask())  # (mkstemp makes 0600)
         with os.fdopen(fd, mode, **kwargs) as f:
             yield f
             f.flush()
