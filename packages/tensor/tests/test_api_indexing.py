@@ -450,3 +450,35 @@ def test_pytorch_method_spellings():
     check(x.type_as(Tensor([1], dtype=dtypes.int32)), t.type_as(torch.tensor([1], dtype=torch.int32)))
     with pytest.raises(IndexError, match="narrow: start 3 and length 2 are out of range"):
         x.narrow(1, 3, 2)
+
+
+def test_movement_and_indexing_more():
+    a = normal((3, 4, 5), 6)
+    (x, xt) = pair(a, grad=True)
+    for ours, theirs in ((lambda v: v.ravel(), lambda v: v.ravel()), (lambda v: v.fliplr(), lambda v: v.fliplr()),
+                         (lambda v: v.flipud(), lambda v: v.flipud()), (lambda v: v.swapdims(0, 2), None),
+                         (lambda v: v.tile(2, 1), None), (lambda v: v.tile((1, 2, 1, 1)), None),
+                         (lambda v: v.select(1, -1), None), (lambda v: v.rot90(), None),
+                         (lambda v: v.rot90(2, (1, 2)), lambda v: v.rot90(2, (1, 2))),
+                         (lambda v: v.rot90(-1, (0, 2)), lambda v: v.rot90(-1, (0, 2)))):
+        check(ours(Tensor(a)), (theirs or ours)(torch.tensor(a)))
+    for ours, theirs in zip(Tensor(a).unbind(1), torch.tensor(a).unbind(1)):
+        check(ours, theirs)
+    idx = np.array([[0, -1], [7, 3]])
+    out, ref = x.take(Tensor(idx)), xt.take(torch.tensor(idx))
+    check(out, ref)
+    grads_match(out, ref, x, xt)
+    ind = np.array([[[0], [3], [1], [1]]] * 3)
+    check(Tensor(a).take_along_dim(Tensor(ind), 2), torch.tensor(a).take_along_dim(torch.tensor(ind), 2))
+    check(Tensor(a).take_along_dim(Tensor(ind[:1]), 2), torch.tensor(a).take_along_dim(torch.tensor(ind[:1]), 2))
+    check(Tensor(a).take_along_dim(Tensor(np.array([5, 0])), None),
+          torch.tensor(a).take_along_dim(torch.tensor([5, 0])))
+    src = normal((3, 2, 5), 7)
+    index = np.array([3, 0])
+    for name in ("index_add", "index_copy"):
+        check(getattr(Tensor(a), name)(1, Tensor(index), Tensor(src)), getattr(torch.tensor(a), name)(
+            1, torch.tensor(index), torch.tensor(src)), 1e-6, 1e-6)
+    check(Tensor(a).index_add(1, Tensor(np.array([1, 1])), Tensor(src), alpha=2),
+          torch.tensor(a).index_add(1, torch.tensor([1, 1]), torch.tensor(src), alpha=2), 1e-6, 1e-6)
+    check(Tensor(a).index_fill(2, Tensor(np.array([0, -1])), -7.0), torch.tensor(a).index_fill(2, torch.tensor(
+        [0, -1]), -7.0))

@@ -260,3 +260,85 @@ def test_sinh_cosh_finite_past_exp_overflow():
     a = np.array([89.0, -89.2, 88.5, 50.0, 0.3, -1e-5, 100.0], np.float32)
     for name in ("sinh", "cosh"):
         both(lambda x, n=name: getattr(x, n)(), [a], 2e-6, 1e-6)
+
+
+# *** more of PyTorch's op database ***
+BINARY_MORE = {
+    "atan2": (lambda x, y: x.atan2(y), torch.atan2, 1e-5, 1e-6),
+    "hypot": (lambda x, y: x.hypot(y), torch.hypot, 1e-6, 1e-6),
+    "xlogy": (lambda x, y: x.xlogy(y.abs()), lambda x, y: torch.xlogy(x, y.abs()), 1e-5, 1e-6),
+    "fmax": (lambda x, y: x.fmax(y), torch.fmax, 0, 0),
+    "fmin": (lambda x, y: x.fmin(y), torch.fmin, 0, 0),
+    "logaddexp2": (lambda x, y: x.logaddexp2(y), torch.logaddexp2, 1e-5, 1e-6),
+    "addcmul": (lambda x, y: x.addcmul(y, x, value=0.5), lambda x, y: torch.addcmul(x, y, x, value=0.5), 1e-6, 1e-6),
+    "addcdiv": (lambda x, y: x.addcdiv(x, y, value=2.0), lambda x, y: torch.addcdiv(x, x, y, value=2.0), 1e-5, 1e-6),
+}
+
+
+@pytest.mark.parametrize("name", BINARY_MORE)
+def test_binary_math_more(name):
+    ours, theirs, rtol, atol = BINARY_MORE[name]
+    a, b = normal((5, 6), 1, 2), normal((5, 6), 2, 2) + 0.05
+    both(lambda x, y: ours(x, y) if isinstance(x, Tensor) else theirs(x, y), [a, b], rtol, atol)
+
+
+def test_binary_math_more_edges():
+    zeros = np.array([0.0, -0.0, 0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.inf, 0.0, np.nan], np.float32)
+    other = np.array([0.0, 0.0, -0.0, -0.0, np.inf, -np.inf, np.inf, np.inf, -np.inf, -1.0, 1.0], np.float32)
+    for name in ("atan2", "hypot", "fmax", "fmin"):
+        ours, theirs, _, _ = BINARY_MORE[name]
+        check(ours(Tensor(zeros), Tensor(other)), theirs(torch.tensor(zeros), torch.tensor(other)), 1e-6, 1e-6)
+        check(ours(Tensor(other), Tensor(zeros)), theirs(torch.tensor(other), torch.tensor(zeros)), 1e-6, 1e-6)
+    big = np.array([3e30, 1e-30, 3.0], np.float32)
+    check(Tensor(big).hypot(Tensor(big * 2)), torch.hypot(torch.tensor(big), torch.tensor(big * 2)), 1e-6)
+
+
+def test_unary_math_more():
+    a = normal((4, 5), 3, 3)
+    x, t = Tensor(a), torch.tensor(a)
+    for name in ("deg2rad", "rad2deg", "frac", "sgn", "signbit"):
+        check(getattr(x, name)(), getattr(t, name)(), 1e-6, 1e-6)
+    p = uniform((4, 5), 0.01, 0.99, 4)
+    both(lambda v: v.logit(), [p], 1e-5, 1e-6)
+    both(lambda v: v.logit(0.1) if isinstance(v, Tensor) else v.logit(eps=0.1), [p], 1e-5, 1e-6)
+    edges = np.array([np.nan, np.inf, -np.inf, 1.5, -0.0], np.float32)
+    check(Tensor(edges).nan_to_num(), torch.tensor(edges).nan_to_num())
+    check(Tensor(edges).nan_to_num(1.0, 2.0, -3.0), torch.tensor(edges).nan_to_num(1.0, 2.0, -3.0))
+    check(Tensor(edges).isposinf(), torch.tensor(edges).isposinf())
+    check(Tensor(edges).isneginf(), torch.tensor(edges).isneginf())
+    check(Tensor(edges).signbit(), torch.tensor(edges).signbit())
+    check(Tensor(np.array([-2, 0, 3])).heaviside(Tensor(np.array([7, 7, 7]))),
+          torch.tensor([-2, 0, 3]).heaviside(torch.tensor([7, 7, 7])))
+    check(Tensor(edges).clamp_min(0.5), torch.tensor(edges).clamp_min(0.5))
+    check(Tensor(edges).clamp_max(0.5), torch.tensor(edges).clamp_max(0.5))
+    check(Tensor(np.array([1, -2, 3])).signbit(), torch.tensor([1, -2, 3]).signbit())
+    check(Tensor(np.array([1.5, 2.0])).float_power(2), torch.tensor([1.5, 2.0]).float_power(2))
+
+
+def test_reductions_and_products_more():
+    a = normal((4, 5), 5)
+    a[1, 2] = np.nan
+    x, t = Tensor(a), torch.tensor(a)
+    check(x.nansum(), t.nansum(), 1e-6, 1e-6)
+    check(x.nansum(1), t.nansum(1), 1e-6, 1e-6)
+    check(x.nanmean(dim=0), t.nanmean(dim=0), 1e-6, 1e-6)
+    b = normal((4, 5), 6)
+    for ours, theirs in zip(Tensor(b).aminmax(dim=1), torch.tensor(b).aminmax(dim=1)):
+        check(ours, theirs)
+    m, v = normal((3, 4), 1), normal((4,), 2)
+    both(lambda p, q: p.mm(q), [m, m.T.copy()], 1e-5, 1e-6)
+    both(lambda p, q: p.mv(q), [m, v], 1e-5, 1e-6)
+    both(lambda p, q: p.bmm(q), [normal((2, 3, 4), 3), normal((2, 4, 5), 4)], 1e-5, 1e-6)
+    both(lambda p, q: p.outer(q), [v, normal((3,), 5)], 1e-6, 1e-6)
+    both(lambda p, q: p.inner(q), [normal((2, 3, 4), 3), normal((5, 4), 4)], 1e-5, 1e-6)
+    both(lambda p: p.trace(), [normal((4, 4), 7)], 1e-6, 1e-6)
+    both(lambda p, q: p.cross(q, dim=1) if isinstance(p, Tensor) else torch.linalg.cross(p, q, dim=1),
+         [normal((2, 3), 1), normal((2, 3), 2)], 1e-6, 1e-6)
+    both(lambda p: p.diff(), [normal((3, 6), 8)], 1e-6, 1e-6)
+    both(lambda p: p.diff(n=2, dim=0), [normal((5, 3), 8)], 1e-6, 1e-6)
+    check(Tensor(a).diff(dim=1, prepend=Tensor(a[:, :1]), append=Tensor(a[:, :2])),
+          torch.tensor(a).diff(dim=1, prepend=torch.tensor(a[:, :1]), append=torch.tensor(a[:, :2])))
+    check(Tensor(np.array([True, False, False])).diff(), torch.tensor([True, False, False]).diff())
+    check(Tensor(b).msort(), torch.tensor(b).msort())
+    with pytest.raises(RuntimeError, match="mm: expects operands of 2 and 2 dims"):
+        Tensor(v).mm(Tensor(m))

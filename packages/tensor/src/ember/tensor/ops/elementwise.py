@@ -257,6 +257,114 @@ class TensorElementwiseMixin(ElementwiseMixin):
             raise DTypeError(f"bitwise_not: the tensor must be int or bool, got {self.dtype!r}")
         return super().bitwise_not()
 
+    # *** more of PyTorch's elementwise math ***
+    def atan2(self, x: Any) -> Tensor:
+        """The angle of the point (x, self) in (-pi, pi], as torch.atan2(self, x) (the signs of zeros count)."""
+        y, x = self._broadcasted(x)
+        if not dtypes.is_float(y.dtype):
+            y, x = y.float(), x.float()
+        q = (y / x).atan()
+        y_neg, x_neg = y._sign_bit(), x._sign_bit()
+        out = x_neg.logical_and(x != 0).where(y_neg.where(q - math.pi, q + math.pi), q)
+        both_zero = (x == 0).logical_and(y == 0)  # atan2(+-0, +0) = +-0, atan2(+-0, -0) = +-pi
+        out = both_zero.where(x_neg.where(math.pi, 0.0).copysign(y), out)
+        both_inf = x.isinf().logical_and(y.isinf())
+        return both_inf.where((x > 0).where(math.pi / 4, 3 * math.pi / 4).copysign(y), out)
+
+    def hypot(self, x: Any) -> Tensor:
+        """sqrt(self^2 + x^2), scaled by the larger magnitude so that it does not overflow."""
+        a, b = self._broadcasted(x)
+        a, b = a.abs(), b.abs()
+        big, small = a.maximum(b), a.minimum(b)
+        r = small / (big == 0).where(1.0, big)
+        out = big * (1 + r * r).sqrt()
+        return big.isinf().where(big, out)  # (inf with anything, NaN too, is inf)
+
+    def deg2rad(self) -> Tensor: return self.float_() * (math.pi / 180)
+    def rad2deg(self) -> Tensor: return self.float_() * (180 / math.pi)
+
+    def frac(self) -> Tensor:
+        """The fractional part, x - trunc(x), with x's sign."""
+        return self - self.trunc()
+
+    def sgn(self) -> Tensor:
+        """The sign of x (torch.sgn: sign for real tensors)."""
+        return self.sign()
+
+    def signbit(self) -> Tensor:
+        """True where the sign bit is set (-0.0 and negative NaNs too)."""
+        if dtypes.is_float(self.dtype):
+            return self._sign_bit()
+        return self < 0 if not dtypes.is_unsigned(self.dtype) and self.dtype != dtypes.bool else self.zeros_like(
+            dtype=dtypes.bool)
+
+    def logit(self, eps: float | None = None) -> Tensor:
+        """log(x / (1 - x)), with x clamped to [eps, 1 - eps] when eps is given."""
+        x = self.float_()
+        x = x if eps is None else x.clip(eps, 1 - eps)
+        return (x / (1 - x)).log()
+
+    def xlogy(self, y: Any) -> Tensor:
+        """self * log(y), and 0 where self is 0 (unless y is NaN)."""
+        a, b = self._broadcasted(y)
+        a, b = a.float_(), b.float_()
+        return (a == 0).logical_and(b.isnan().logical_not()).where(0.0, a * b.log())
+
+    def fmax(self, x: Any) -> Tensor:
+        """The larger of self and x, ignoring a NaN on either side (NaN only where both are)."""
+        a, b = self._broadcasted(x)
+        if not dtypes.is_float(a.dtype):
+            return a.maximum(b)
+        return a.isnan().where(b, b.isnan().where(a, a.maximum(b)))
+
+    def fmin(self, x: Any) -> Tensor:
+        """The smaller of self and x, ignoring a NaN on either side (NaN only where both are)."""
+        a, b = self._broadcasted(x)
+        if not dtypes.is_float(a.dtype):
+            return a.minimum(b)
+        return a.isnan().where(b, b.isnan().where(a, a.minimum(b)))
+
+    def clamp_min(self, min_: Any) -> Tensor: return self.clip(min_, None)
+    def clamp_max(self, max_: Any) -> Tensor: return self.clip(None, max_)
+
+    def nan_to_num(self, nan: float = 0.0, posinf: float | None = None, neginf: float | None = None) -> Tensor:
+        """NaN, +inf and -inf replaced by `nan`, `posinf` and `neginf` (by default the dtype's largest and smallest)."""
+        if not dtypes.is_float(self.dtype):
+            return self
+        hi = dtypes.max(self.dtype) if posinf is None else posinf
+        lo = dtypes.min(self.dtype) if neginf is None else neginf
+        return self.isnan().where(nan, (self == math.inf).where(hi, (self == -math.inf).where(lo, self)))
+
+    def heaviside(self, values: Any) -> Tensor:
+        """0 where x < 0, 1 where x > 0, and `values` where x == 0."""
+        a, v = self._broadcasted(values)
+        return (a == 0).where(v, (a > 0).cast(a.dtype))
+
+    def logaddexp2(self, x: Any) -> Tensor:
+        """log2(2^self + 2^x), stably."""
+        a, b = self._broadcasted(x)
+        if not dtypes.is_float(a.dtype):
+            a, b = a.float(), b.float()
+        m = a.maximum(b)
+        out = m + (-(a - b).abs()).exp2().log1p() * (1 / math.log(2))
+        return (m.isinf().logical_and(a == b)).where(m, out)
+
+    def isposinf(self) -> Tensor: return self.isinf(detect_positive=True, detect_negative=False)
+    def isneginf(self) -> Tensor: return self.isinf(detect_positive=False, detect_negative=True)
+
+    def addcmul(self, tensor1: Any, tensor2: Any, value: float = 1.0) -> Tensor:
+        """self + value * tensor1 * tensor2."""
+        return self + (tensor1 * tensor2) * value
+
+    def addcdiv(self, tensor1: Any, tensor2: Any, value: float = 1.0) -> Tensor:
+        """self + value * tensor1 / tensor2."""
+        return self + (tensor1 / tensor2) * value
+
+    def float_power(self, exponent: Any) -> Tensor:
+        """self ** exponent in float64 (as torch.float_power)."""
+        e = exponent.cast(dtypes.float64) if isinstance(exponent, Tensor) else float(exponent)
+        return self.cast(dtypes.float64).pow(e)
+
     # *** comparisons and division by their PyTorch method names ***
     def lt(self, x: Any) -> Tensor: return self < x
     def gt(self, x: Any) -> Tensor: return self > x

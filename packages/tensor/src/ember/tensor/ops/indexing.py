@@ -393,6 +393,52 @@ class IndexingMixin:
         _check_index_bounds(index, self.shape[d], d, low=0, what="index_select: ")
         return self[(slice(None),) * d + (index.reshape(-1),)]
 
+    def take(self, index: Tensor) -> Tensor:
+        """The elements at `index` (any shape; negative from the end) of the flattened tensor."""
+        return self.flatten()[index]
+
+    def take_along_dim(self, indices: Tensor, dim: int | None = None) -> Tensor:
+        """gather along `dim` with self and `indices` broadcast in the other dims (dim None: the flattened tensor)."""
+        if dim is None:
+            return self.flatten().gather(0, indices.flatten())
+        d = normalize_axis(dim, self.ndim, "take_along_dim")[0]
+        if indices.ndim != self.ndim:
+            raise ShapeError(f"take_along_dim: indices of shape {indices.shape} need {self.ndim} dims")
+        shape = [max(s, i) for s, i in zip(self.shape, indices.shape)]
+        x = self.expand([s if j == d else n for j, (s, n) in enumerate(zip(self.shape, shape))])
+        idx = indices.expand([i if j == d else n for j, (i, n) in enumerate(zip(indices.shape, shape))])
+        return x.gather(d, idx)
+
+    def _index_along_as(self, d: int, index: Tensor, like: Tensor) -> Tensor:
+        # a 1-d index along dim d broadcast to `like`'s shape (the scatter index of index_add/index_copy)
+        if index.ndim > 1:
+            raise IndexError(f"index must be 0-d or 1-d, got shape {index.shape}")
+        index = index.reshape(-1)
+        return index.reshape([index.shape[0] if j == d else 1 for j in range(like.ndim)]).expand(like.shape)
+
+    def index_add(self, dim: int, index: Tensor, source: Tensor, alpha: float = 1) -> Tensor:
+        """self with alpha * source[i] added at position index[i] of dim `dim` (repeats add up)."""
+        d = normalize_axis(dim, self.ndim, "index_add")[0]
+        src = source if alpha == 1 else source * alpha
+        return self.scatter_reduce(d, self._index_along_as(d, index, source), src.cast(self.dtype), "sum")
+
+    def index_copy(self, dim: int, index: Tensor, source: Tensor) -> Tensor:
+        """self with source[i] written at position index[i] of dim `dim`."""
+        d = normalize_axis(dim, self.ndim, "index_copy")[0]
+        return self.scatter(d, self._index_along_as(d, index, source), source.cast(self.dtype))
+
+    def index_fill(self, dim: int, index: Tensor, value: Any) -> Tensor:
+        """self with `value` at the positions `index` of dim `dim`."""
+        d = normalize_axis(dim, self.ndim, "index_fill")[0]
+        _check_index_bounds(index, self.shape[d], d, what="index_fill: ")
+        n = self.shape[d]
+        idx = index.reshape(-1).cast(dtypes.int32)
+        idx = (idx < 0).where(idx + n, idx)
+        hit = (idx.unsqueeze(-1) == Tensor.arange(n, device=self.device)).any(0)
+        mask = hit.reshape([n if j == d else 1 for j in range(self.ndim)])
+        return mask.where(Tensor(value, self.device, self.dtype) if not isinstance(value, Tensor) else value.cast(
+            self.dtype), self)
+
     def masked_select(self, mask: Tensor) -> Tensor:
         """The elements of self where `mask` (broadcast) is True, as a 1-d tensor; reads the mask (a sync)."""
         if not isinstance(mask, Tensor) or mask.dtype != dtypes.bool:

@@ -339,6 +339,51 @@ class MovementMixin:
 
     moveaxis = movedim
 
+    def swapdims(self, dim0: int, dim1: int) -> Tensor:
+        """Swap two dims (the same as transpose)."""
+        return self.transpose(dim0, dim1)
+
+    def ravel(self) -> Tensor:
+        """The elements as a 1-d tensor."""
+        return self.flatten()
+
+    def fliplr(self) -> Tensor:
+        """Reverse dim 1."""
+        return self.flip(1)
+
+    def flipud(self) -> Tensor:
+        """Reverse dim 0."""
+        return self.flip(0)
+
+    def rot90(self, k: int = 1, dims: Sequence[int] = (0, 1)) -> Tensor:
+        """Rotate by 90 degrees k times in the plane of `dims`, from the first dim towards the second."""
+        if len(dims) != 2:
+            raise ArgumentError(f"rot90: dims must be two dims, got {dims}")
+        a, b = normalize_axis(tuple(dims), self.ndim, "rot90")
+        k %= 4
+        if k == 1:
+            return self.flip(b).transpose(a, b)
+        if k == 2:
+            return self.flip((a, b))
+        if k == 3:
+            return self.flip(a).transpose(a, b)
+        return self
+
+    def tile(self, *dims: Any) -> Tensor:
+        """Repeat the tensor dims[i] times along dim i; fewer dims than the tensor's are padded with 1s in front."""
+        reps = shape_args(dims)
+        return self.repeat((1,) * (self.ndim - len(reps)) + reps)
+
+    def select(self, dim: int, index: int) -> Tensor:
+        """The slice at `index` of dim `dim`, that dim removed."""
+        d = normalize_axis(dim, self.ndim, "select")[0]
+        return self[(slice(None),) * d + (index,)]
+
+    def unbind(self, dim: int = 0) -> tuple[Tensor, ...]:
+        """The slices along `dim`, that dim removed from each."""
+        d = normalize_axis(dim, self.ndim, "unbind")[0]
+        return tuple(self.select(d, i) for i in range(self.shape[d]))
+
     def squeeze(self, dim: int | Sequence[int] | None = None) -> Tensor:
         """Remove size-1 dims (all of them, or those in `dim`; a named dim that is not 1 is kept, as in torch)."""
         dims = normalize_axis(dim, self.ndim, "squeeze") if dim is not None else tuple(range(self.ndim))

@@ -74,6 +74,23 @@ class ReduceMixin:
         return self.min(axis, keepdim)
 
     @torch_axis_name()
+    def aminmax(self, axis: int | None = None, keepdim: bool = False) -> tuple[Tensor, Tensor]:
+        """(min, max) over `axis` (all elements for None)."""
+        return self.min(axis, keepdim), self.max(axis, keepdim)
+
+    @torch_axis_name()
+    def nansum(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        """The sum over `axis` with NaNs counted as 0."""
+        x = self.isnan().where(0, self) if dtypes.is_float(self.dtype) else self
+        return x.sum(axis, keepdim)
+
+    @torch_axis_name()
+    def nanmean(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        """The mean over `axis` of the elements that are not NaN."""
+        x = self.float_()
+        return x.nansum(axis, keepdim) / x.isnan().logical_not().sum(axis, keepdim).cast(x.dtype)
+
+    @torch_axis_name()
     def mean(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
         axes = normalize_axis(axis, self.ndim, "mean")
         if self.ndim == 0:  # (axis 0 or -1 of a 0-d tensor: itself)
@@ -318,6 +335,80 @@ class ReduceMixin:
 
     def __rmatmul__(self, w: Tensor) -> Tensor:
         return self.matmul(w, reverse=True)
+
+    def _matmul_of(self, w: Tensor, op: str, ndims: tuple[int, int]) -> Tensor:
+        # matmul restricted to the operand ranks torch's mm/bmm/mv take
+        if (self.ndim, getattr(w, "ndim", None)) != ndims:
+            raise ShapeError(f"{op}: expects operands of {ndims[0]} and {ndims[1]} dims, got shapes {self.shape} and "
+                             f"{getattr(w, 'shape', None)}")
+        return self.matmul(w)
+
+    def mm(self, w: Tensor) -> Tensor:
+        """The product of two matrices."""
+        return self._matmul_of(w, "mm", (2, 2))
+
+    def bmm(self, w: Tensor) -> Tensor:
+        """The product of two batches of matrices, (b, n, k) @ (b, k, m)."""
+        if self.ndim == 3 and getattr(w, "ndim", None) == 3 and self.shape[0] != w.shape[0]:
+            raise ShapeError(f"bmm: batch sizes differ: {self.shape} and {w.shape}")
+        return self._matmul_of(w, "bmm", (3, 3))
+
+    def mv(self, v: Tensor) -> Tensor:
+        """The product of a matrix and a vector."""
+        return self._matmul_of(v, "mv", (2, 1))
+
+    def outer(self, v: Tensor) -> Tensor:
+        """The outer product of two vectors: out[i, j] = self[i] * v[j]."""
+        if self.ndim != 1 or getattr(v, "ndim", None) != 1:
+            raise ShapeError(f"outer: expects two 1-d tensors, got shapes {self.shape} and {getattr(v, 'shape', None)}")
+        return self.unsqueeze(1) * v.unsqueeze(0)
+
+    def inner(self, w: Tensor) -> Tensor:
+        """The sum over the last dims of self and w, for every pair of their other positions: shape
+        self.shape[:-1] + w.shape[:-1] (scalars multiply)."""
+        if self.ndim == 0 or w.ndim == 0:
+            return self * w
+        if self.shape[-1] != w.shape[-1]:
+            raise ShapeError(f"inner: last dims differ: {self.shape} and {w.shape}")
+        a = self.reshape(*self.shape[:-1], *(1,) * (w.ndim - 1), self.shape[-1])
+        return (a * w).sum(-1).cast(least_upper_dtype(self.dtype, w.dtype))
+
+    def trace(self) -> Tensor:
+        """The sum of the main diagonal of a matrix."""
+        if self.ndim != 2:
+            raise ShapeError(f"trace: expects a 2-d tensor, got shape {self.shape}")
+        return self.diagonal().sum()
+
+    def cross(self, other: Tensor, dim: int = -1) -> Tensor:
+        """The cross product of 3-vectors along `dim` (as torch.linalg.cross)."""
+        a, b = self._broadcasted(other)
+        d = normalize_axis(dim, a.ndim, "cross")[0]
+        if a.shape[d] != 3:
+            raise ShapeError(f"cross: dim {d} must have size 3, got shape {a.shape}")
+        x = [a.shrink([(i, i + 1) if j == d else None for j in range(a.ndim)]) for i in range(3)]
+        y = [b.shrink([(i, i + 1) if j == d else None for j in range(b.ndim)]) for i in range(3)]
+        return (x[1] * y[2] - x[2] * y[1]).cat(x[2] * y[0] - x[0] * y[2], x[0] * y[1] - x[1] * y[0], dim=d)
+
+    def diff(self, n: int = 1, dim: int = -1, prepend: Tensor | None = None, append: Tensor | None = None) -> Tensor:
+        """The n-th forward difference along `dim` (prepend/append joined first); bools give xor, as torch."""
+        d = normalize_axis(dim, self.ndim, "diff")[0]
+        x = self
+        if prepend is not None:
+            x = prepend.cat(x, dim=d)
+        if append is not None:
+            x = x.cat(append, dim=d)
+        for _ in range(n):
+            size = x.shape[d]
+            if size == 0:
+                break
+            hi = x.shrink([(1, size) if j == d else None for j in range(x.ndim)])
+            lo = x.shrink([(0, size - 1) if j == d else None for j in range(x.ndim)])
+            x = hi.logical_xor(lo) if x.dtype == dtypes.bool else hi - lo
+        return x
+
+    def msort(self) -> Tensor:
+        """The values sorted along dim 0."""
+        return self.sort(0)[0]
 
     def dot(self, w: Tensor, dtype: DType | str | None = None) -> Tensor:
         """The matrix product self @ w (as tinygrad's dot; for two 1-d tensors, their inner product as torch.dot)."""
