@@ -1,5 +1,6 @@
-"""A Python scalar in a kernel (`x * 0.37`) does not make a new program per value: kernels that differ only in float
-constants share one program that takes them as arguments (engine.lift_float_scalars), after the first few."""
+"""A Python scalar in a kernel (`x * 0.37`) does not make a new program per value: the first kernel of a family
+(kernels that differ only in constants, engine.scalar_constants) is compiled with its constants, the later ones run
+one program that takes the constants they change as arguments."""
 
 import numpy as np
 import pytest
@@ -33,7 +34,7 @@ def test_100_distinct_scalars_share_one_program(codegens, device):
         s = 0.37 + i * 0.013  # 100 values no kernel has seen
         out = (x * s + (1.5 - s)).numpy()
         np.testing.assert_allclose(out, base * np.float32(s) + np.float32(1.5 - s), rtol=1e-6, atol=1e-6)
-    assert len(codegens) <= engine.BAKED_PER_FAMILY + 1
+    assert len(codegens) == 2  # the first kernel, then the family's program for the 99 others
     assert any(u.op is Ops.DEFINE_VAR for u in codegens[-1].toposort())  # the shared program takes arguments
 
 
@@ -50,7 +51,7 @@ def test_half_scalars_share_a_program_too(codegens):
     codegens.clear()
     for s in (0.5, 0.25, 3.0, 1.5, 0.125):
         np.testing.assert_array_equal((x * s).numpy(), np.arange(8, dtype=np.float16) * np.float16(s))
-    assert len(codegens) <= engine.BAKED_PER_FAMILY + 1
+    assert len(codegens) <= 2
 
 
 def test_a_jitted_function_replays_its_scalars():
@@ -60,15 +61,32 @@ def test_a_jitted_function_replays_its_scalars():
         assert [f(x).numpy().tolist() for f in fns] == [[2.0] * 4, [3.0] * 4, [4.0] * 4, [5.0] * 4]
 
 
-def test_lift_float_scalars_makes_equal_asts_for_other_values():
+def test_kernels_that_differ_in_constants_are_one_family():
     from ember.schedule import schedule
     from ember.uops import UOp
 
     x = Tensor(np.ones(4, np.float32)).realize()
-    asts = [schedule(UOp.sink((x * s).uop)).items[-1].ast for s in (0.25, 0.75)]
-    (a, va), (b, vb) = (engine.lift_float_scalars(ast) for ast in asts)
-    assert a is b and list(va.values()) != list(vb.values())
-    assert [np.int32(v).view(np.float32) for v in va.values()] == [np.float32(0.25)]
+    asts = [schedule(UOp.sink((x * s + 1.0).uop)).items[-1].ast for s in (0.25, 0.75)]
+    (fa, ca, va), (fb, cb, vb) = (engine.scalar_constants(ast) for ast in asts)
+    assert fa is fb and len(va) == len(vb) == 2 and va != vb
+    assert sorted(np.int32(v).view(np.float32) for v in va) == [np.float32(0.25), np.float32(1.0)]
+    # only the constants that differ become arguments; the others stay in the source
+    differ = [i for i, (a, b) in enumerate(zip(va, vb)) if a != b]
+    lifted, variables = engine.lift_scalars(asts[1], cb, differ)
+    assert len(variables) == 1 and sum(u.op is Ops.DEFINE_VAR for u in lifted.toposort()) == 1
+
+
+def test_a_program_of_a_family_is_exactly_the_compiled_in_constant(codegens):
+    # a program takes as arguments only the constants a kernel changes, so it computes what the first kernel would
+    x = Tensor(np.linspace(0.1, 2, 64, dtype=np.float32)).realize()
+    for std in (0.02, 0.007071067811865475, 0.013):
+        y = ((x * 6.2831855).cos() * (x.log() * -2.0).sqrt() * std).numpy()
+        engine.ENGINE.kernels.clear()
+        engine.ENGINE.sharing.clear()
+        engine.ENGINE.families.clear()
+        engine.ENGINE.family_programs.clear()
+        alone = ((x * 6.2831855).cos() * (x.log() * -2.0).sqrt() * std).numpy()  # compiled with its constants
+        np.testing.assert_array_equal(y, alone)
 
 
 @pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint8, np.int16])
@@ -78,7 +96,7 @@ def test_int_scalars_share_a_program_and_stay_exact(codegens, dtype):
     codegens.clear()
     for s in range(3, 40):
         np.testing.assert_array_equal((x * s + 7).numpy(), (base * dtype(s) + dtype(7)).astype(dtype))
-    assert len(codegens) <= 2 * (engine.BAKED_PER_FAMILY + 1)  # (a power of two multiplies as a shift: its own family)
+    assert len(codegens) <= 4  # (a power of two multiplies as a shift: its own family)
     for s in (3, 5, 7, 9, 11):  # a divisor made an argument divides exactly as a constant one
         np.testing.assert_array_equal((x // s).numpy(), base // dtype(s))
         np.testing.assert_array_equal((x % s).numpy(), base % dtype(s))

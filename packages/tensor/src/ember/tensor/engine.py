@@ -11,7 +11,7 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, NamedTuple
@@ -57,8 +57,8 @@ class CompiledKernel:
 
 
 class ScalarKernel(CompiledKernel):
-    """A kernel that shares the program of its scalar family (`lift_float_scalars`): the shared program takes the
-    float constants as arguments, this kernel passes its own values."""
+    """A kernel that runs a program of its scalar family (`scalar_constants`): the program takes some of the
+    kernel's constants as arguments, this kernel passes its own values."""
 
     def __init__(self, shared: CompiledKernel, values: dict[UOp, int]):  # (no super().__init__: nothing to compile)
         self.device, self.spec, self.program, self.values = shared.device, shared.spec, shared.program, values
@@ -75,30 +75,35 @@ _SCALAR_INTS = (dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64, dtypes.ui
 _I32 = (-(1 << 31), (1 << 31) - 1)
 
 
-def _as_argument(u: UOp, var: UOp) -> tuple[UOp, int] | None:
-    """`u` (a CONST) computed from the kernel argument `var`, and the argument's value; None to keep it a constant."""
+def _argument_value(u: UOp) -> int | None:
+    """The int32 kernel argument that carries CONST `u` (a float's bits), None for a constant that stays one."""
     if u.dtype in _SCALAR_BITS:
         bits = _SCALAR_BITS[u.dtype]
-        raw = np.array([u.arg], to_numpy_dtype(u.dtype)).view(to_numpy_dtype(bits))[0]
-        return var.cast(bits).bitcast(u.dtype), int(raw)
+        return int(np.array([u.arg], to_numpy_dtype(u.dtype)).view(to_numpy_dtype(bits))[0])
     if u.dtype in _SCALAR_INTS and isinstance(u.arg, int) and _I32[0] <= u.arg <= _I32[1]:
-        return var.cast(u.dtype), u.arg
+        return u.arg
     return None
 
 
-def lift_float_scalars(ast: UOp) -> tuple[UOp, dict[UOp, int]]:
-    """The kernel with each scalar constant (a Python number such as the 0.37 of `x * 0.37`; floats of 32 bits or
-    less, ints that fit 32 bits) made an argument: a DEFINE_VAR `fconst<i>` holding its value (a float's bits, bitcast
-    back), and each argument's value. Kernels that differ only in such constants lift to the same AST, so they can
-    share one compiled program."""
-    mapping: dict[UOp, UOp] = {}
-    values: dict[UOp, int] = {}
-    for u in ast.toposort():
-        if u.op is Ops.CONST and u not in mapping:
-            var = UOp.variable(f"fconst{len(values)}", *_I32)
-            if (lifted := _as_argument(u, var)) is not None:
-                mapping[u], values[var] = lifted[0], lifted[1]
-    return (ast.substitute(mapping) if mapping else ast), values
+def _from_argument(u: UOp, var: UOp) -> UOp:
+    return var.cast(_SCALAR_BITS[u.dtype]).bitcast(u.dtype) if u.dtype in _SCALAR_BITS else var.cast(u.dtype)
+
+
+def scalar_constants(ast: UOp) -> tuple[UOp, tuple[UOp, ...], tuple[int, ...]]:
+    """The kernel's scalar constants (a Python number such as the 0.37 of `x * 0.37`: floats of 32 bits or less, ints
+    that fit 32 bits), in graph order, with their argument values; and the kernel's family: the AST with every one
+    of them made an argument. Kernels that differ only in such constants are one family."""
+    consts = tuple(u for u in ast.toposort() if u.op is Ops.CONST and _argument_value(u) is not None)
+    family = lift_scalars(ast, consts, range(len(consts)))[0] if consts else ast
+    return family, consts, tuple(_argument_value(u) or 0 for u in consts)
+
+
+def lift_scalars(ast: UOp, consts: tuple[UOp, ...], positions: Iterable[int]) -> tuple[UOp, dict[int, UOp]]:
+    """The kernel with the constants at `positions` (of `scalar_constants`) made arguments: DEFINE_VARs `fconst<i>`
+    (a float's bits, bitcast back); returns it and the argument of each position."""
+    variables = {i: UOp.variable(f"fconst{i}", *_I32) for i in positions}
+    lifted = ast.substitute({consts[i]: _from_argument(consts[i], v) for i, v in variables.items()})
+    return lifted, variables
 
 
 def codegen(ast: UOp, device: str) -> ProgramSpec:
@@ -113,7 +118,6 @@ def codegen(ast: UOp, device: str) -> ProgramSpec:
     return cached_program(ast, renderer, opts)
 
 
-BAKED_PER_FAMILY = 2  # kernels of a scalar family compiled with their constants in the source (see Engine)
 POOL_MIN_KERNELS = 8  # fewer kernels than this are built here: a worker's round trip would not pay
 
 
@@ -160,13 +164,13 @@ class Engine:
 
     def __init__(self) -> None:
         self.kernels: dict[tuple[UOp, str], CompiledKernel] = {}
-        # scalar families (lift_float_scalars): the first BAKED_PER_FAMILY kernels of a family are compiled with their
-        # constants in the source (as fast as it gets, and bit for bit what a program that uses a few scalars saw
-        # before); the next one compiles the family's shared program, which it and every later one use: 100
-        # distinct scalars make BAKED_PER_FAMILY + 1 compiles
-        self.family_sizes: dict[tuple[UOp, str], int] = {}  # (lifted AST, device) -> kernels of the family so far
-        self.sharing: dict[tuple[UOp, str], tuple[tuple[UOp, str], dict[UOp, int]] | None] = {}
-        self.shared: dict[tuple[UOp, str], CompiledKernel] = {}  # (lifted AST, device) -> the shared program
+        # scalar families (scalar_constants): the first kernel of a family is compiled with its constants in the
+        # source; a later one runs a program of the family that takes as arguments the constants in which it differs
+        # from the first (the others stay in the source, so that program computes what a compiled-in value would):
+        # 100 distinct scalars in `x * s`, 2 programs
+        self.families: dict[tuple[UOp, str], tuple[int, ...]] = {}  # (family, device) -> the first kernel's values
+        self.family_programs: dict[tuple[UOp, str], list[tuple[frozenset[int], CompiledKernel]]] = {}
+        self.sharing: dict[tuple[UOp, str], ScalarKernel | None] = {}
         self.pools: dict[int, CodegenPool] = {}  # helper processes for codegen, by their number
         self.schedule_count = 0  # schedules made by realize_uops (a jit replay makes none)
         self._capture: Capture | None = None
@@ -178,27 +182,31 @@ class Engine:
             k = self.kernels[key] = self._new_kernel(ast, device)
         return k
 
-    def _sibling(self, ast: UOp, device: str) -> tuple[tuple[UOp, str], dict[UOp, int]] | None:
-        """(family key, argument values) when the kernel of `ast` is to use its scalar family's shared program
-        (decided once per kernel)."""
+    def _shared(self, ast: UOp, device: str) -> ScalarKernel | None:
+        """The kernel of `ast` as a program of its scalar family, when an earlier kernel of the family (with other
+        constants) was compiled; None when it is to be compiled itself. Decided once per kernel."""
         key = (ast, device)
-        if key not in self.sharing:
-            lifted, values = lift_float_scalars(ast)
-            decision = None
-            if values:
-                family = (lifted, device)
-                size = self.family_sizes[family] = self.family_sizes.get(family, 0) + 1
-                decision = (family, values) if size > BAKED_PER_FAMILY else None
-            self.sharing[key] = decision
-        return self.sharing[key]
+        if key in self.sharing:
+            return self.sharing[key]
+        family, consts, values = scalar_constants(ast)
+        first = self.families.setdefault((family, device), values) if consts else values
+        if first is values:
+            self.sharing[key] = None
+            return None
+        differ = frozenset(i for i, (v, w) in enumerate(zip(values, first)) if v != w)
+        programs = self.family_programs.setdefault((family, device), [])
+        # a program that takes (at least) these constants as arguments, the rest compiled in as the first kernel's
+        positions, program = next(((p, k) for p, k in programs if differ <= p), (differ, None))
+        lifted, variables = lift_scalars(ast, consts, sorted(positions))
+        if program is None:
+            program = CompiledKernel(device, codegen(lifted, device))
+            programs.append((positions, program))
+        shared = self.sharing[key] = ScalarKernel(program, {variables[i]: values[i] for i in positions})
+        return shared
 
     def _new_kernel(self, ast: UOp, device: str) -> CompiledKernel:
-        if (sibling := self._sibling(ast, device)) is None:
-            return CompiledKernel(device, codegen(ast, device))
-        family, values = sibling
-        if (shared := self.shared.get(family)) is None:
-            shared = self.shared[family] = CompiledKernel(device, codegen(family[0], device))
-        return ScalarKernel(shared, values)
+        return shared if (shared := self._shared(ast, device)) is not None else \
+            CompiledKernel(device, codegen(ast, device))
 
     def prepare_kernels(self, sched: Schedule) -> None:
         """Codegen every kernel of a schedule that is not compiled yet, here and in helper processes
@@ -207,7 +215,7 @@ class Engine:
         GIL; identical sources compile once."""
         pending = [(item.ast, item.bufs[0].device) for item in sched.items if item.ast.op is not Ops.COPY]
         pending = [key for key in dict.fromkeys(pending) if key not in self.kernels]
-        pending = [key for key in pending if self._sibling(*key) is None]  # (those share a family's program)
+        pending = [key for key in pending if self._shared(*key) is None]  # (the others run a family's program)
         if len(pending) < 2:
             return
         todo: dict[tuple[UOp, str], tuple[ProgramSpec, Future[bytes]]] = {}
