@@ -256,6 +256,9 @@ INVALID_CASES = [
     ({"mp": 2, "dp": 2}, ValueError,
      "TrainConfig: dp=2 with mp=2 needs a 2-D device mesh, which is not supported; use one of them"),
     ({"zero": "yes"}, TypeError, "TrainConfig.zero: must be a boolean, got str 'yes'"),
+    ({"beam": -1}, ValueError, "TrainConfig.beam: must be a non-negative integer, got -1"),
+    ({"init_only": 1}, TypeError, "TrainConfig.init_only: must be a boolean, got int 1"),
+    ({"config_file": None}, TypeError, "TrainConfig.config_file: must be a string, got NoneType None"),
     ({"dp": 3, "batch_size": 4}, ValueError, "TrainConfig.batch_size: each micro-batch is split over the dp=3 "
                                              "data-parallel devices, so it must be a multiple of dp, got 4"),
     ({"submission_org": ""}, ValueError, "TrainConfig.submission_org: must be a non-empty string, got ''"),
@@ -288,7 +291,7 @@ def test_save_and_round_trip(tmp_path):
     cfg.save(path)
     assert json.loads(path.read_text()) == cfg.to_dict()
     assert cfg.to_dict()["end_lr"] == 1e-4 and cfg.to_dict()["data_seed"] is None
-    assert TrainConfig.from_sources(file=path) == cfg
+    assert TrainConfig.from_sources(file=path) == dataclasses.replace(cfg, config_file=str(path))  # the file it came from
     cfg.save(path)  # overwriting leaves no temp files behind
     assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json"]
     with pytest.raises(FileNotFoundError, match="does not exist"):

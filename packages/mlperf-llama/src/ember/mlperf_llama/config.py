@@ -16,6 +16,7 @@ import dataclasses
 import json
 import math
 import os
+import secrets
 import tomllib
 import types
 import typing
@@ -91,6 +92,9 @@ class TrainConfig:
     zero: bool = False  # split the AdamW state over the data-parallel devices of a process (ZeRO-1; ZERO_OPTIM)
     submission_org: str = "ember"  # MLPerf submission_org
     submission_platform: str = "cpu"  # MLPerf submission_platform (SUBMISSION_PLATFORM)
+    beam: int = 0  # BEAM width for the kernels of the step and the eval, searched in the untimed init phase; 0 = off
+    init_only: bool = False  # run the init phase (indices, compiles/BEAM, caches) and stop before run_start
+    config_file: str = ""  # the config file this run was built from (logged as MLPerf config_filename); "" = none
 
     # ---- derived values ----------------------------------------------------------------------------
 
@@ -152,14 +156,15 @@ class TrainConfig:
         """
         _choice("preset", self.preset, PRESET_NAMES)
         _integer("layers", self.layers, minimum=1, optional=True)
-        for name in ("data_dir", "train_prefix", "valid_prefix", "tokenizer", "checkpoint_dir", "log_mlperf"):
+        for name in ("data_dir", "train_prefix", "valid_prefix", "tokenizer", "checkpoint_dir", "log_mlperf",
+                     "config_file"):
             _string(name, getattr(self, name), nonempty=False)
         for name in ("cache_dir", "wandb_project", "device", "submission_org", "submission_platform"):
             _string(name, getattr(self, name), nonempty=True)
         for name in ("batch_size", "grad_acc_steps", "seq_len", "train_samples", "eval_every", "eval_samples",
                      "eval_batch_size", "max_steps", "dp", "mp"):
             _integer(name, getattr(self, name), minimum=1)
-        for name in ("warmup_samples", "benchmark", "checkpoint_every"):
+        for name in ("warmup_samples", "benchmark", "checkpoint_every", "beam"):
             _integer(name, getattr(self, name), minimum=0)
         _integer("seed", self.seed, minimum=0, maximum=_SEED_MAX)
         _integer("data_seed", self.data_seed, minimum=0, maximum=_SEED_MAX, optional=True)
@@ -172,7 +177,7 @@ class TrainConfig:
         _number("end_lr", self.end_lr, low=0.0, high=float(self.lr), optional=True, high_name="lr")
         _choice("dtype", self.dtype, DTYPES)
         _choice("wandb_mode", self.wandb_mode, WANDB_MODES)
-        for name in ("master_weights", "fake_data", "resume", "wandb", "progress", "zero"):
+        for name in ("master_weights", "fake_data", "resume", "wandb", "progress", "zero", "init_only"):
             _boolean(name, getattr(self, name))
         if self.max_steps <= self.warmup_steps:
             raise ValueError(f"TrainConfig.max_steps: must be greater than warmup_steps (= warmup_samples // "
@@ -192,15 +197,23 @@ class TrainConfig:
 
     @classmethod
     def from_sources(cls, file: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None,
-                     overrides: Mapping[str, Any] | None = None) -> TrainConfig:
-        """Build a validated config: defaults < ``file`` (.json/.toml) < ``env`` (:data:`ENV_VARS`) < ``overrides``.
+                     overrides: Mapping[str, Any] | None = None, *, base: Mapping[str, Any] | None = None,
+                     fresh_seed: bool = False) -> TrainConfig:
+        """Build a validated config: defaults < ``base`` < ``file`` (.json/.toml) < ``env`` (:data:`ENV_VARS`) <
+        ``overrides``.
 
         ``env`` is not read from ``os.environ`` unless passed; empty variables are ignored. A None value
-        in ``overrides`` means "not given" (unset CLI flags).
+        in ``overrides`` means "not given" (unset CLI flags). ``base`` is a saved config (a checkpoint's), checked
+        like a file. ``fresh_seed``: when no source gives ``seed``, draw a random one (MLPerf: every run its own
+        seed); ``data_seed`` then follows it unless given. ``config_file`` is set to ``file``.
         """
         values: dict[str, Any] = {}
+        if base is not None:
+            values.update({k: _coerce(_field_spec(k, "base config"), v, "base config", ValueError)
+                           for k, v in base.items()})
         if file is not None:
             values.update(_read_config_file(Path(file)))
+            values["config_file"] = os.fspath(file)
         if env is not None:
             values.update(_read_env(env))
         if overrides is not None:
@@ -212,6 +225,8 @@ class TrainConfig:
                     continue
                 spec = _field_spec(key, "overrides")
                 values[key] = _coerce(spec, value, "overrides", TypeError)
+        if fresh_seed and "seed" not in values:
+            values["seed"] = random_seed()
         return cls(**values).validate()
 
     def to_dict(self) -> dict[str, Any]:
@@ -221,6 +236,11 @@ class TrainConfig:
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write :meth:`to_dict` as JSON to ``path`` atomically (temp file in the same directory, then rename)."""
         files.atomic_write(path, json.dumps(self.to_dict(), indent=2) + "\n")
+
+
+def random_seed() -> int:
+    """A seed from the OS's entropy in [0, 32767] (the reference's range), for a run given none."""
+    return secrets.randbelow(32768)
 
 
 # ---- environment variables and help ----------------------------------------------------------------
@@ -300,6 +320,9 @@ FIELD_HELP: dict[str, str] = {
     "zero": "split the AdamW state over a process's data-parallel devices (ZeRO-1)",
     "submission_org": "MLPerf submission_org",
     "submission_platform": "MLPerf submission_platform",
+    "beam": "BEAM width for every kernel of the step and the eval, searched in the untimed init phase (0 = off)",
+    "init_only": "run only the init phase (dataset indices, kernel compiles or BEAM, caches), then stop",
+    "config_file": "the config file's path, logged as config_filename (set by --config)",
 }
 
 
@@ -325,12 +348,15 @@ def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
                                 metavar=spec.name.upper(), help=help_text)
 
 
-def config_from_args(args: argparse.Namespace, env: Mapping[str, str] | None = os.environ) -> TrainConfig:
-    """Build the config from parsed :func:`add_cli_arguments` flags: defaults < ``--config`` < ``env`` < flags."""
+def config_from_args(args: argparse.Namespace, env: Mapping[str, str] | None = os.environ, *,
+                     base: Mapping[str, Any] | None = None, fresh_seed: bool = False) -> TrainConfig:
+    """Build the config from parsed :func:`add_cli_arguments` flags: defaults < ``base`` < ``--config`` < ``env`` <
+    flags (``fresh_seed``: see :meth:`TrainConfig.from_sources`)."""
     if not isinstance(args, argparse.Namespace):
         raise TypeError(f"config_from_args: args must be an argparse.Namespace, got {type(args).__name__}")
     overrides = {name: getattr(args, name) for name in _SPECS if getattr(args, name, None) is not None}
-    return TrainConfig.from_sources(file=getattr(args, "config", None), env=env, overrides=overrides)
+    return TrainConfig.from_sources(file=getattr(args, "config", None), env=env, overrides=overrides, base=base,
+                                    fresh_seed=fresh_seed)
 
 
 # ---- helpers -----------------------------------------------------------------------------------------

@@ -34,6 +34,8 @@ NUM_PARAMETERS = "num_parameters"  # informational key (not in mllog.constants; 
 # mllog's event/start/end, MLLogger._emit and MLLogger.event/start/end.
 _MLLOG_FRAMES_TO_CALLER = 3
 _PRECISION_NAMES = {"float32": "fp32", "bfloat16": "bfloat16"}  # TrainConfig.dtype -> checker's precision names
+# the folder holding ember/mlperf_llama/ (src/ in the repository, site-packages/ when installed)
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
 
 class MLLogger:
@@ -41,7 +43,8 @@ class MLLogger:
 
     ``metadata`` of every line holds ``file``/``lineno`` of the code that called :meth:`event`/:meth:`start`/
     :meth:`end` (a helper that wraps these passes ``stack_offset=1`` per extra frame), with ``root_dir``
-    stripped from the file name.
+    stripped from the file name: by default :data:`PACKAGE_ROOT`, so the trainer's lines name
+    ``ember/mlperf_llama/train.py`` wherever the package is installed (None: absolute paths).
 
     >>> ml = MLLogger("-")
     >>> ml.event("cache_clear", True)  # doctest: +SKIP
@@ -49,7 +52,7 @@ class MLLogger:
     """
 
     def __init__(self, path: str | os.PathLike[str] | None, default_namespace: str = "", *,
-                 root_dir: str | os.PathLike[str] | None = None, append: bool = True) -> None:
+                 root_dir: str | os.PathLike[str] | None = PACKAGE_ROOT, append: bool = True) -> None:
         if path is not None and not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"MLLogger: path must be a str, os.PathLike or None, got {type(path).__name__}")
         if not isinstance(default_namespace, str):
@@ -159,23 +162,41 @@ def log_submission(ml: MLLogger, cfg: TrainConfig) -> dict[str, str]:
     return values
 
 
-def log_hyperparameters(ml: MLLogger, cfg: TrainConfig, n_params: int, *,
-                        include_train_samples: bool = True) -> dict[str, Any]:
+def comm_precision(cfg: TrainConfig, ranks: int = 1) -> str:
+    """The lowest precision this run communicates in (``lowest_numerical_precision_in_comm``), in the checker's
+    names: several devices in a process exchange gradients (dp), activations (mp) or weights (zero) in the parameter
+    dtype; across MPI ranks the flat gradients travel as float32. A run on one device communicates nothing: its
+    gradients' dtype, what it would exchange, is logged."""
+    precision = _precision(cfg.dtype, "comm_precision")
+    local_devices = max(cfg.dp // max(ranks, 1), cfg.mp)
+    return precision if local_devices > 1 or ranks == 1 else "fp32"
+
+
+def _precision(dtype: str, where: str) -> str:
+    if (precision := _PRECISION_NAMES.get(dtype)) is None:
+        raise ValueError(f"{where}: cfg.dtype must be one of {', '.join(_PRECISION_NAMES)}, got {dtype!r}")
+    return precision
+
+
+def log_hyperparameters(ml: MLLogger, cfg: TrainConfig, n_params: int, *, include_train_samples: bool = True,
+                        ranks: int = 1) -> dict[str, Any]:
     """Log the seed and hyperparameter events the ``llama31_8b`` checker requires, once each.
 
-    Also logs the optional ``micro_batch_size`` and ``lowest_numerical_precision_in_{linear,attn}`` keys and the
-    informational :data:`NUM_PARAMETERS`. ``train_samples`` (= ``cfg.train_samples``) must appear exactly once
-    in a log: pass ``include_train_samples=False`` to log it yourself, e.g. after ``run_stop`` as the reference
-    does. Returns the logged key -> value pairs (handy as the W&B run config).
+    That is the ruleset 6.1.0 set: with the schedule and AdamW values, ``micro_batch_size``, the lowest
+    precisions in linear layers, attention and communication (:func:`comm_precision`; ``ranks`` MPI processes),
+    the tensor (``cfg.mp``), pipeline, context and expert (1: not implemented) parallelism and ``config_filename``
+    (the name of ``cfg.config_file``, "none" without one); also the informational :data:`NUM_PARAMETERS`.
+    ``train_samples`` (= ``cfg.train_samples``) must appear exactly once in a log: pass
+    ``include_train_samples=False`` to log it yourself, e.g. after ``run_stop`` as the reference does. Returns
+    the logged key -> value pairs (handy as the W&B run config).
     """
     _check_args("log_hyperparameters", ml, cfg)
     if not isinstance(n_params, numbers.Integral) or isinstance(n_params, bool) or n_params <= 0:
         raise ValueError(f"log_hyperparameters: n_params must be a positive integer, got {n_params!r}")
+    if not isinstance(ranks, numbers.Integral) or isinstance(ranks, bool) or ranks <= 0:
+        raise ValueError(f"log_hyperparameters: ranks must be a positive integer, got {ranks!r}")
     c = mllog_constants
-    precision = _PRECISION_NAMES.get(cfg.dtype)
-    if precision is None:
-        raise ValueError(f"log_hyperparameters: cfg.dtype must be one of {', '.join(_PRECISION_NAMES)}, "
-                         f"got {cfg.dtype!r}")
+    precision = _precision(cfg.dtype, "log_hyperparameters")
     values: dict[str, Any] = {
         c.SEED: int(cfg.seed),
         c.GLOBAL_BATCH_SIZE: cfg.global_batch_size,
@@ -198,6 +219,12 @@ def log_hyperparameters(ml: MLLogger, cfg: TrainConfig, n_params: int, *,
         c.TRAIN_SAMPLES: int(cfg.train_samples),
         c.LOWEST_NUMERICAL_PRECISION_IN_LINEAR: precision,
         c.LOWEST_NUMERICAL_PRECISION_IN_ATTN: precision,
+        c.LOWEST_NUMERICAL_PRECISION_IN_COMM: comm_precision(cfg, int(ranks)),
+        c.TENSOR_PARALLELISM: int(cfg.mp),
+        c.PIPELINE_PARALLELISM: 1,
+        c.CONTEXT_PARALLELISM: 1,
+        c.EXPERT_PARALLELISM: 1,
+        c.CONFIG_FILENAME: Path(cfg.config_file).name if cfg.config_file else "none",
         NUM_PARAMETERS: int(n_params),
     }
     if not include_train_samples:

@@ -14,6 +14,7 @@ every rank takes the same step. Rank 0 alone logs and writes checkpoints.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -34,6 +35,7 @@ from ember.mlperf_llama.data import GPTDataset, IndexedDataset, batches
 from ember.mlperf_llama.distributed import World
 from ember.mlperf_llama.logging import MLLogger, Progress, WandbLogger, log_hyperparameters, log_submission
 from ember.mlperf_llama.model import Llama, LlamaConfig, flops_per_token, parameter_count, parameter_shapes, preset
+from ember.mlperf_llama.phases import beam_search, warm_up
 from ember.mlperf_llama.schedule import learning_rate
 from ember.mlperf_llama.tokenizer import load_tokenizer
 from ember.tensor import Tensor, dtypes, files, jit, no_grad
@@ -44,7 +46,7 @@ CHECKPOINT_FORMAT = 2  # 2: whole, unpadded tensors by parameter name (optimizer
 
 @dataclass
 class TrainResult:
-    status: str  # "success" (reached the eval target), "aborted" (ran out of samples), "benchmark"
+    status: str  # "success" (reached the eval target), "aborted" (ran out of samples), "benchmark", "init" (init_only)
     steps: int  # optimizer steps done (including those before a resume)
     samples: int  # training samples consumed
     losses: list[float] = field(default_factory=list)  # training loss of each step this run made
@@ -129,10 +131,26 @@ def dataset_prefixes(cfg: TrainConfig) -> tuple[Path, Path]:
 
 
 def model_config(cfg: TrainConfig) -> LlamaConfig:
+    """The preset's model with `cfg`'s sequence length and layers; its vocabulary is the tokenizer's when `cfg`
+    names one (a model that cannot embed every id, or has rows no id reaches, would be a silent mistake)."""
     changes: dict[str, Any] = {"max_seq_len": cfg.seq_len}
     if cfg.layers:
         changes["n_layers"] = cfg.layers
+    if cfg.tokenizer:
+        changes["vocab_size"] = tokenizer_vocab_size(cfg.tokenizer)
     return preset(cfg.preset, **changes)
+
+
+def tokenizer_vocab_size(path: str) -> int:
+    """The vocabulary size of the tokenizer file at `path` (loaded once per file version)."""
+    where = Path(path).expanduser()
+    stat = where.stat()  # a missing file raises FileNotFoundError naming it
+    return _vocab_size(str(where), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=8)
+def _vocab_size(path: str, mtime_ns: int, size: int) -> int:
+    return int(load_tokenizer(path).vocab_size)
 
 
 # *** the model and its steps ***
@@ -436,8 +454,17 @@ def check_memory(cfg: TrainConfig) -> None:
 # *** the loop ***
 def train(cfg: TrainConfig, world: World | None = None) -> TrainResult:
     """Run one training job as `cfg` says, as this rank of `world` (default: the one mpirun started this process in,
-    else a world of one); returns what happened (see TrainResult), the same on every rank."""
+    else a world of one); returns what happened (see TrainResult), the same on every rank.
+
+    The untimed init phase (until `init_stop`) builds the dataset indices and compiles, or BEAM-searches
+    (`cfg.beam`, kept for the whole run so every kernel finds its winner), every kernel of the step and the eval;
+    `cfg.init_only` stops there (status "init", no MLLOG lines)."""
     cfg.validate()
+    with beam_search(cfg.beam):
+        return _train(cfg, world)
+
+
+def _train(cfg: TrainConfig, world: World | None) -> TrainResult:
     world = world if world is not None else World.from_environment()
     root = world.is_root
     if cfg.checkpoint_dir:
@@ -445,7 +472,7 @@ def train(cfg: TrainConfig, world: World | None = None) -> TrainResult:
         if root:
             clean_checkpoint_dir(Path(cfg.checkpoint_dir).expanduser())
     check_memory(cfg)
-    ml = MLLogger((cfg.log_mlperf or None) if root else None)
+    ml = MLLogger((cfg.log_mlperf or None) if root and not cfg.init_only else None)
     ml.event("cache_clear", True)
     ml.start("init_start")
     log_submission(ml, cfg)
@@ -453,7 +480,14 @@ def train(cfg: TrainConfig, world: World | None = None) -> TrainResult:
     n_params = parameter_count(trainer.model_cfg)
     with world.root_first():  # rank 0 builds the dataset and index caches, the others read them
         data = load_data(cfg, trainer.model_cfg.vocab_size)
-    log_hyperparameters(ml, cfg, n_params, include_train_samples=False)  # logged after run_stop
+    log_hyperparameters(ml, cfg, n_params, include_train_samples=False, ranks=world.size)  # train_samples: at the end
+    warm = warm_up(trainer)  # every kernel of the step and the eval compiled (or BEAM-searched), the steps captured
+    if root:
+        print(f"ember-llama: init phase: kernels compiled{f' (BEAM={cfg.beam})' if cfg.beam else ''} and steps "
+              f"captured in {warm:.1f} s", file=sys.stderr)
+    if cfg.init_only:
+        ml.close()
+        return TrainResult("init", 0, 0, parameters=n_params)
     wandb = WandbLogger(cfg.wandb and root, cfg.wandb_project, cfg.to_dict(), mode=cfg.wandb_mode,
                         dir=cfg.checkpoint_dir or str(cfg.resolved_cache_dir))
     start_step, result = 0, TrainResult("aborted", 0, 0, parameters=n_params)
@@ -463,6 +497,9 @@ def train(cfg: TrainConfig, world: World | None = None) -> TrainResult:
         state = load_checkpoint(Path(cfg.checkpoint_dir), trainer)
         start_step = state["step"]
         result.evals = [tuple(e) for e in state.get("evals", [])]  # type: ignore[misc]
+        if root:
+            print(f"ember-llama: resumed from step {start_step} ({start_step * cfg.global_batch_size} samples) of "
+                  f"{cfg.checkpoint_dir}", file=sys.stderr)
     ml.end("init_stop")
     ml.start("run_start")
     gbs = cfg.global_batch_size
@@ -548,7 +585,11 @@ def evaluate(cfg: TrainConfig, checkpoint: str | None = None, world: World | Non
     check_memory(cfg)
     trainer = Trainer(cfg, world)
     if checkpoint:
-        load_checkpoint(Path(checkpoint), trainer)
+        try:
+            load_checkpoint(Path(checkpoint), trainer)
+        except (ValueError, FileNotFoundError) as e:  # the checks name the command they guard: here eval, not resume
+            message = str(e)
+            raise type(e)("eval:" + message[len("resume:"):] if message.startswith("resume:") else message) from None
     with world.root_first():
         data = load_data(cfg, trainer.model_cfg.vocab_size)
     return trainer.evaluate(data)
