@@ -166,7 +166,8 @@ class Engine:
         self.kernels: dict[tuple[UOp, str], CompiledKernel] = {}
         # scalar families (scalar_constants): the first kernel of a family is compiled with its constants in the
         # source; a later one runs a program of the family that takes as arguments the constants in which it differs
-        # from the first (the others stay in the source, so that program computes what a compiled-in value would):
+        # from the first (the others stay in the source, so the program computes what a compiled-in value would,
+        # unless codegen would have folded that constant with another one):
         # 100 distinct scalars in `x * s`, 2 programs
         self.families: dict[tuple[UOp, str], tuple[int, ...]] = {}  # (family, device) -> the first kernel's values
         self.family_programs: dict[tuple[UOp, str], list[tuple[frozenset[int], CompiledKernel]]] = {}
