@@ -482,3 +482,16 @@ def test_movement_and_indexing_more():
           torch.tensor(a).index_add(1, torch.tensor([1, 1]), torch.tensor(src), alpha=2), 1e-6, 1e-6)
     check(Tensor(a).index_fill(2, Tensor(np.array([0, -1])), -7.0), torch.tensor(a).index_fill(2, torch.tensor(
         [0, -1]), -7.0))
+
+
+def test_unique_and_isin():
+    a = np.array([[3, 1, 3], [2, 1, 0]])
+    x, t = Tensor(a), torch.tensor(a)
+    check(x.unique(), t.unique())
+    for ours, theirs in zip(x.unique(return_inverse=True, return_counts=True),
+                            t.unique(return_inverse=True, return_counts=True)):
+        check(ours, theirs)
+    rows = np.array([[1, 2], [1, 2], [0, 5]])
+    check(Tensor(rows).unique(dim=0), torch.tensor(rows).unique(dim=0))
+    check(x.isin(Tensor(np.array([1, 3]))), torch.isin(t, torch.tensor([1, 3])))
+    check(x.isin([0, 7], invert=True), torch.isin(t, torch.tensor([0, 7]), invert=True))

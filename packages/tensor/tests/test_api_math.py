@@ -2,6 +2,8 @@
 keywords, matmul/dot/einsum in every broadcast form, activations, inverse trig and hyperbolic functions, log1p/expm1,
 copysign, logaddexp, fmod. Forward and backward against PyTorch (CPU), with the tolerances stated per case."""
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -342,3 +344,36 @@ def test_reductions_and_products_more():
     check(Tensor(b).msort(), torch.tensor(b).msort())
     with pytest.raises(RuntimeError, match="mm: expects operands of 2 and 2 dims"):
         Tensor(v).mm(Tensor(m))
+
+
+def test_norms_median_counts_kron():
+    a = normal((4, 5), 9)
+    for p, dim in ((2, None), ("fro", None), (1, 1), (math.inf, 0), (-math.inf, 1), (0, None), (3.0, 1), (0.5, 0)):
+        both(lambda v, p=p, dim=dim: v.norm(p, dim) if isinstance(v, Tensor) else torch.norm(v, p, dim), [a], 1e-5,
+             1e-6, grad=p not in (0,))
+    both(lambda v: v.norm(), [np.zeros((3,), np.float32)], 0, 0)  # the gradient at 0 is 0, not NaN
+    both(lambda v, w: v.dist(w), [a, normal((4, 5), 3)], 1e-5, 1e-6)
+    check(Tensor(a).median(), torch.tensor(a).median())
+    for dim, keep in ((0, False), (1, True), (-1, False)):
+        for ours, theirs in zip(Tensor(a).median(dim, keep), torch.tensor(a).median(dim, keep)):
+            check(ours, theirs)
+    r = np.round(a)
+    check(Tensor(r).count_nonzero(dim=1), torch.tensor(r).count_nonzero(dim=1))
+    check(Tensor(r).count_nonzero(), torch.tensor(r).count_nonzero())
+    both(lambda v, w: v.kron(w), [normal((2, 3), 1), normal((3, 2), 2)], 1e-6, 1e-6)
+    both(lambda v, w: v.kron(w), [normal((2,), 1), normal((2, 3), 2)], 1e-6, 1e-6)
+    ints = np.array([1, 3, 3, 0, 7])
+    check(Tensor(ints).bincount(), torch.tensor(ints).bincount())
+    check(Tensor(ints).bincount(minlength=10), torch.tensor(ints).bincount(minlength=10))
+    w = normal((5,), 4)
+    check(Tensor(ints).bincount(Tensor(w)), torch.tensor(ints).bincount(torch.tensor(w)), 1e-6, 1e-6)
+
+
+def test_logspace_and_triangle_indices():
+    check(Tensor.logspace(-2, 3, 7), torch.logspace(-2, 3, 7), 1e-5)
+    check(Tensor.logspace(0, 4, 5, base=2.0), torch.logspace(0, 4, 5, base=2.0), 1e-6)
+    for args in ((3, 3), (4, 5, 1), (4, 3, -1), (0, 0)):
+        check(Tensor.triu_indices(*args), torch.triu_indices(*args))
+        check(Tensor.tril_indices(*args), torch.tril_indices(*args))
+    x = Tensor.ones(2, 3, dtype=dtypes.int32)
+    assert (x.empty_like().shape, x.empty_like().dtype) == ((2, 3), dtypes.int32)

@@ -118,6 +118,37 @@ class CreationMixin:
         """An uninitialized tensor of shape `size`, in this tensor's dtype and device unless given."""
         return Tensor.empty(*shape_args(size), dtype=to_dtype(dtype) or self.dtype, device=device or self.device)
 
+    def empty_like(self, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
+        """An uninitialized tensor of this tensor's shape (and dtype and device unless given)."""
+        return Tensor.empty(*self.shape, dtype=to_dtype(dtype) or self.dtype, device=device or self.device)
+
+    @staticmethod
+    def logspace(start: float, end: float, steps: int, base: float = 10.0, dtype: DType | str | None = None,
+                 device: str | None = None) -> Tensor:
+        """`steps` values from base**start to base**end, evenly spaced in the exponent."""
+        dt = to_dtype(dtype) or dtypes.float32
+        exponents = Tensor.linspace(start, end, steps, dtypes.float64 if dt == dtypes.float64 else dtypes.float32,
+                                    device)
+        return Tensor.full(exponents.shape, float(base), exponents.dtype, device).pow(exponents).cast(dt)
+
+    @staticmethod
+    def triu_indices(row: int, col: int, offset: int = 0, dtype: DType | str | None = None,
+                     device: str | None = None) -> Tensor:
+        """The (2, n) row and column indices of the upper triangle (j - i >= offset) of a row x col matrix, row-major
+        (int64)."""
+        rows, cols = np.triu_indices(row, offset, col)
+        return Tensor(np.stack([rows, cols]).astype(np.int64).reshape(2, -1), device).cast(to_dtype(dtype) or
+                                                                                        dtypes.int64)
+
+    @staticmethod
+    def tril_indices(row: int, col: int, offset: int = 0, dtype: DType | str | None = None,
+                     device: str | None = None) -> Tensor:
+        """The (2, n) row and column indices of the lower triangle (j - i <= offset) of a row x col matrix, row-major
+        (int64)."""
+        rows, cols = np.tril_indices(row, offset, col)
+        return Tensor(np.stack([rows, cols]).astype(np.int64).reshape(2, -1), device).cast(to_dtype(dtype) or
+                                                                                        dtypes.int64)
+
     def zeros_like(self, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
         """Zeros of this tensor's shape (and dtype and device unless given)."""
         return self.full_like(0, dtype, device)

@@ -439,6 +439,27 @@ class IndexingMixin:
         return mask.where(Tensor(value, self.device, self.dtype) if not isinstance(value, Tensor) else value.cast(
             self.dtype), self)
 
+    def isin(self, test_elements: Any, invert: bool = False) -> Tensor:
+        """True where an element of self is among `test_elements` (a tensor, list or scalar)."""
+        test = test_elements if isinstance(test_elements, Tensor) else Tensor(test_elements, self.device)
+        out = (self.unsqueeze(-1) == test.flatten()).any(-1) if test.numel() else self.zeros_like(dtype=dtypes.bool)
+        return out.logical_not() if invert else out
+
+    def unique(self, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False,  # noqa: A002
+               dim: int | None = None) -> Any:
+        """The distinct values (sorted), and optionally for each element the index of its value (`return_inverse`) and
+        the count of each value (`return_counts`); with `dim`, the distinct slices along it. Reads the tensor (a sync):
+        the result's size depends on the values."""
+        values = self.numpy() if self.dtype.name != "bfloat16" else self.float().numpy()
+        axis = None if dim is None else normalize_axis(dim, self.ndim, "unique")[0]
+        out, inverse, counts = np.unique(values, return_inverse=True, return_counts=True, axis=axis)
+        result: list[Tensor] = [Tensor(out, self.device).cast(self.dtype)]
+        if return_inverse:
+            result.append(Tensor(inverse.reshape(self.shape if axis is None else (-1,)).astype(np.int64), self.device))
+        if return_counts:
+            result.append(Tensor(counts.astype(np.int64), self.device))
+        return result[0] if len(result) == 1 else tuple(result)
+
     def masked_select(self, mask: Tensor) -> Tensor:
         """The elements of self where `mask` (broadcast) is True, as a 1-d tensor; reads the mask (a sync)."""
         if not isinstance(mask, Tensor) or mask.dtype != dtypes.bool:

@@ -91,6 +91,80 @@ class ReduceMixin:
         return x.nansum(axis, keepdim) / x.isnan().logical_not().sum(axis, keepdim).cast(x.dtype)
 
     @torch_axis_name()
+    def count_nonzero(self, axis: int | Sequence[int] | None = None) -> Tensor:
+        """The number (int64) of nonzero elements over `axis`."""
+        return (self != 0).sum(axis).cast(dtypes.int64)
+
+    @torch_axis_name()
+    def median(self, axis: int | None = None, keepdim: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+        """The lower median (the smaller of the two middle values for an even count, as torch): of all elements for
+        axis=None (a value), else (values, indices) along `axis`."""
+        if axis is None:
+            flat = self.flatten()
+            if flat.shape[0] == 0:
+                raise RuntimeError("median: cannot compute the median of an empty tensor")
+            return flat.sort(0)[0][(flat.shape[0] - 1) // 2]
+        d = normalize_axis(axis, max(self.ndim, 1), "median")[0]
+        x = self.reshape(1) if self.ndim == 0 else self
+        n = x.shape[d]
+        if n == 0:
+            raise RuntimeError(f"median: cannot take the median over dim {d} of size 0")
+        values, indices = x.sort(d)
+        bounds = [((n - 1) // 2, (n - 1) // 2 + 1) if j == d else None for j in range(x.ndim)]
+        values, indices = values.shrink(bounds), indices.shrink(bounds)
+        if not keepdim or self.ndim == 0:
+            shape = tuple(s for j, s in enumerate(values.shape) if j != d) if self.ndim else ()
+            values, indices = values.reshape(shape), indices.reshape(shape)
+        return values, indices
+
+    def norm(self, p: float | str = 2, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        """The p-norm over `dim` (all elements for None): p=2 or "fro" the Euclidean norm (its gradient at 0 is 0, as
+        torch), 1, inf, -inf, 0 (the count of nonzeros) or any other float."""
+        x = self.float_()
+        if p in (2, "fro"):
+            s = (x * x).sum(dim, keepdim)
+            zero = s == 0  # (the gradient of sqrt at 0 would be inf * 0)
+            return zero.where(0.0, zero.where(1.0, s).sqrt())
+        if p == 1:
+            return x.abs().sum(dim, keepdim)
+        if p == math.inf:
+            return x.abs().max(dim, keepdim)
+        if p == -math.inf:
+            return x.abs().min(dim, keepdim)
+        if p == 0:
+            return (x != 0).sum(dim, keepdim).cast(x.dtype)
+        if not isinstance(p, (int, float)):
+            raise ArgumentError(f"norm: p must be a number or 'fro', got {p!r}")
+        return x.abs().pow(float(p)).sum(dim, keepdim).pow(1 / p)
+
+    def dist(self, other: Tensor, p: float = 2) -> Tensor:
+        """The p-norm of self - other."""
+        return (self - other).norm(p)
+
+    def kron(self, other: Tensor) -> Tensor:
+        """The Kronecker product: every element of self times all of other, as blocks."""
+        nd = max(self.ndim, other.ndim)
+        a = self.reshape((1,) * (nd - self.ndim) + self.shape)
+        b = other.reshape((1,) * (nd - other.ndim) + other.shape)
+        a = a.reshape([d for s in a.shape for d in (s, 1)])
+        b = b.reshape([d for s in b.shape for d in (1, s)])
+        return (a * b).reshape([x * y for x, y in zip(a.shape[::2], b.shape[1::2])])
+
+    def bincount(self, weights: Tensor | None = None, minlength: int = 0) -> Tensor:
+        """How often each value 0..max occurs in a 1-d tensor of non-negative ints (int64), or the sum of `weights`
+        there; reads the maximum (a sync) to size the result."""
+        if self.ndim != 1 or not dtypes.is_int(self.dtype):
+            raise RuntimeError(f"bincount: expects a 1-d int tensor, got shape {self.shape} and {self.dtype!r}")
+        if self.numel() and int(self.min().item()) < 0:
+            raise RuntimeError("bincount: the input must be non-negative")
+        n = max(minlength, int(self.max().item()) + 1 if self.numel() else 0)
+        hit = self.cast(dtypes.int32).unsqueeze(-1) == Tensor.arange(n, device=self.device)
+        if weights is None:
+            return hit.sum(0).cast(dtypes.int64)
+        w = weights.float_() if dtypes.is_float(weights.dtype) else weights.cast(dtypes.float64)
+        return hit.where(w.unsqueeze(-1), 0).sum(0).cast(w.dtype)
+
+    @torch_axis_name()
     def mean(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
         axes = normalize_axis(axis, self.ndim, "mean")
         if self.ndim == 0:  # (axis 0 or -1 of a 0-d tensor: itself)
