@@ -291,7 +291,7 @@ def test_save_and_round_trip(tmp_path):
     cfg.save(path)
     assert json.loads(path.read_text()) == cfg.to_dict()
     assert cfg.to_dict()["end_lr"] == 1e-4 and cfg.to_dict()["data_seed"] is None
-    assert TrainConfig.from_sources(file=path) == dataclasses.replace(cfg, config_file=str(path))  # the file it came from
+    assert TrainConfig.from_sources(file=path) == dataclasses.replace(cfg, config_file=str(path))  # names its file
     cfg.save(path)  # overwriting leaves no temp files behind
     assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json"]
     with pytest.raises(FileNotFoundError, match="does not exist"):

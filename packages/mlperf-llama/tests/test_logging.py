@@ -22,6 +22,7 @@ from ember.mlperf_llama.logging import (
 )
 
 HERE = Path(__file__).resolve()
+RULESET = "6.1.0"  # mlperf-logging 4.1.68's default for training
 LINE_KEYS = ["namespace", "time_ms", "event_type", "key", "value", "metadata"]
 EXACTLY_ONE = [
     "submission_org", "submission_platform", "submission_division", "submission_benchmark", "init_stop", "run_start",
@@ -29,6 +30,10 @@ EXACTLY_ONE = [
     "opt_base_learning_rate", "opt_end_learning_rate", "opt_learning_rate_warmup_steps",
     "opt_learning_rate_decay_steps", "opt_learning_rate_decay_schedule", "opt_adamw_beta_1", "opt_adamw_beta_2",
     "opt_adamw_epsilon", "opt_adamw_weight_decay", "opt_gradient_clip_norm", "eval_samples", "train_samples",
+    # required exactly once from ruleset 6.1.0 on (the spec's table called some of them optional: 6.0.0 did)
+    "micro_batch_size", "lowest_numerical_precision_in_linear", "lowest_numerical_precision_in_attn",
+    "lowest_numerical_precision_in_comm", "tensor_parallelism", "pipeline_parallelism", "context_parallelism",
+    "expert_parallelism", "config_filename",
 ]
 AT_LEAST_ONE = ["cache_clear", "init_start", "seed", "block_start", "block_stop", "eval_start", "eval_stop",
                 "eval_accuracy"]
@@ -81,8 +86,8 @@ def parse(path: Path) -> list[dict]:
 
 
 def run_checker(path: Path) -> mlp_compliance.ComplianceChecker:
-    checker = mlp_compliance.make_checker("training", "6.0.0", quiet=False, werror=False)
-    checker.valid = checker.check_file(str(path), "training_6.0.0/common.yaml")
+    checker = mlp_compliance.make_checker("training", RULESET, quiet=False, werror=False)
+    checker.valid = checker.check_file(str(path), f"training_{RULESET}/common.yaml")
     return checker
 
 
@@ -121,6 +126,8 @@ def test_short_run_log_format_and_counts(tmp_path):
         "opt_adamw_beta_1": 0.9, "opt_adamw_beta_2": 0.95, "opt_adamw_epsilon": 1e-5, "opt_adamw_weight_decay": 0.1,
         "opt_gradient_clip_norm": 1.0, "eval_samples": 1024, "train_samples": 24_576,
         "lowest_numerical_precision_in_linear": "fp32", "lowest_numerical_precision_in_attn": "fp32",
+        "lowest_numerical_precision_in_comm": "fp32", "tensor_parallelism": 1, "pipeline_parallelism": 1,
+        "context_parallelism": 1, "expert_parallelism": 1, "config_filename": "none",
         NUM_PARAMETERS: 8_030_261_248,
     }
     assert {key: by_key[key]["value"] for key in expected} == expected

@@ -14,6 +14,7 @@ the command line) or DEBUG>=1.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -24,6 +25,12 @@ from typing import NoReturn
 
 from ember.mlperf_llama.config import add_cli_arguments, config_from_args
 from ember.mlperf_llama.distributed import World
+from ember.mlperf_llama.run_config import eval_config, train_config
+
+TRAIN_PRECEDENCE = ("Values come from, lowest to highest precedence: the defaults, the --config file, the MLPerf env "
+                    "vars (BS, GRADIENT_ACC_STEPS, SEQLEN, LR, ...), then the flags. Without --seed/SEED each run "
+                    "draws a fresh random seed (logged).")
+DEFAULT_VALIDATION_FRACTION = 0.05  # preprocess: every 20th document is validation, as in the embedded dataset
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -32,7 +39,8 @@ def _train(args: argparse.Namespace) -> int:
 
     world = World.from_environment()
     with world.abort_on_error("ember-llama train"):
-        cfg = config_from_args(args, env=os.environ)
+        cfg = train_config(args, env=os.environ)  # a fresh seed unless given (all ranks: rank 0's, below)
+        cfg = dataclasses.replace(cfg, seed=world.broadcast(cfg.seed)) if world.size > 1 else cfg
         if world.is_root:
             parallel = f", dp {cfg.dp} over {world.size} MPI rank(s)" if cfg.dp > 1 or world.size > 1 else ""
             print(f"ember-llama: preset {cfg.preset}, {parameter_count(model_config(cfg)):,} parameters, global "
@@ -52,7 +60,7 @@ def _eval(args: argparse.Namespace) -> int:
 
     world = World.from_environment()
     with world.abort_on_error("ember-llama eval"):
-        cfg = config_from_args(args, env=os.environ)
+        cfg = eval_config(args, env=os.environ)  # with --checkpoint: the checkpoint's own config
         loss = evaluate(cfg, args.checkpoint, world)
     if world.is_root:
         print(json.dumps({"eval_samples": cfg.eval_samples, "log_perplexity": loss}))
@@ -64,10 +72,29 @@ def _preprocess(args: argparse.Namespace) -> int:
     from ember.mlperf_llama.tokenizer import load_tokenizer
 
     tokenizer = load_tokenizer(args.tokenizer)
-    result = preprocess(args.inputs, args.output, tokenizer, validation_fraction=args.validation_fraction,
+    fraction = args.validation_fraction
+    if fraction is None:  # the default split, unless the first N documents are asked for
+        fraction = 0.0 if args.validation_documents is not None else DEFAULT_VALIDATION_FRACTION
+    result = preprocess(args.inputs, args.output, tokenizer, validation_fraction=fraction,
                         validation_documents=args.validation_documents, text_key=args.text_key,
                         progress=not args.no_progress)
     print(json.dumps({k: str(v) if isinstance(v, Path) else v for k, v in vars(result).items()}))
+    if result.validation_prefix is not None:
+        print(f"ember-llama preprocess: train on it with: ember-llama train --data-dir {result.train_prefix.parent} "
+              f"--train-prefix {result.train_prefix.name} --valid-prefix {result.validation_prefix.name} "
+              f"--tokenizer {args.tokenizer}", file=sys.stderr)
+    return 0
+
+
+def _submission(args: argparse.Namespace) -> int:
+    from ember.mlperf_llama.launch import launch_submission
+
+    overrides = json.loads(Path(args.system_json).read_text()) if args.system_json else None
+    cfg = config_from_args(args, env=os.environ)
+    result = launch_submission(cfg, args.output, args.system, runs=args.runs, division=args.division,
+                               status=args.status, system_overrides=overrides)
+    print(json.dumps({"root": str(result.root), "results": [str(p) for p in result.result_files],
+                      "seeds": result.seeds, "statuses": result.statuses}))
     return 0
 
 
@@ -94,8 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      "--debug (anywhere) for the traceback of an error.")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("train", help="train (no arguments: the embedded default run)",
-                       description="Train a Llama. Flags override the config file, which overrides the MLPerf "
-                                   "env vars' defaults (BS, GRADIENT_ACC_STEPS, SEQLEN, LR, ...).")
+                       description=TRAIN_PRECEDENCE)
     add_cli_arguments(p)
     p.set_defaults(run=_train)
     p = sub.add_parser("eval", help="evaluate a checkpoint's validation log-perplexity")
@@ -104,9 +130,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=_eval)
     p = sub.add_parser("preprocess", help="tokenize text/jsonl(.gz) into a Megatron indexed dataset")
     p.add_argument("inputs", nargs="+", help="files or directories (.jsonl/.json(.gz) with a text field, or text)")
-    p.add_argument("--output", required=True, help="output prefix: writes <prefix>_train_text_document.{bin,idx}")
+    p.add_argument("--output", required=True, help="output prefix: writes <prefix>_train_text_document.{bin,idx} "
+                   "and <prefix>_validation_text_document.{bin,idx}")
     p.add_argument("--tokenizer", required=True, help="tiktoken ranks file or sentencepiece model")
-    p.add_argument("--validation-fraction", type=float, default=0.0, help="share of documents for validation")
+    p.add_argument("--validation-fraction", type=float, default=None,
+                   help=f"share of documents for validation, every k-th one (default: {DEFAULT_VALIDATION_FRACTION}; "
+                   "0 = no validation split)")
     p.add_argument("--validation-documents", type=int, default=None, help="or: the first N documents")
     p.add_argument("--text-key", default="text", help="jsonl field holding the text")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -117,6 +146,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", required=True, help="the ranks file to write")
     p.add_argument("--text-key", default="text", help="jsonl field holding the text")
     p.set_defaults(run=_tokenizer_train)
+    p = sub.add_parser("submission", help="the benchmark's runs in the MLPerf submission folder layout",
+                       description="An init-only run, then --runs training runs, each with its own random seed, "
+                       "writing <output>/results/<system>/llama31_8b/result_<i>.txt, <output>/systems/<system>.json "
+                       "and the config under <output>/benchmarks/. " + TRAIN_PRECEDENCE)
+    add_cli_arguments(p)
+    p.add_argument("--output", required=True, help="the submitter folder to write")
+    p.add_argument("--system", required=True, help="the system name (folder and JSON file name)")
+    p.add_argument("--runs", type=int, default=None, help="runs to make (default: what the package checker wants, 10)")
+    p.add_argument("--division", default="closed", choices=("closed", "open"), help="MLPerf division")
+    p.add_argument("--status", default="Research, Development, or Internal (RDI)", help="system availability")
+    p.add_argument("--system-json", default=None, help="JSON file of system description fields to fill in")
+    p.set_defaults(run=_submission)
     return parser
 
 
