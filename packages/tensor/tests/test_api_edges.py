@@ -327,3 +327,9 @@ def test_pytorch_keyword_names():
     check(x.clamp(min=-0.5, max=0.5), t.clamp(min=-0.5, max=0.5))
     with pytest.raises(TypeError, match="sum: got both axis and dim"):
         x.sum(0, dim=1)
+
+
+def test_casts_to_ints_carry_no_gradient():
+    a = np.array([1.5, -2.5, 0.2], np.float32)
+    grads_match(lambda x: x.int().float() * 3 + x, a)
+    grads_match(lambda x: x.bool().float() + x.half().float() * 2, a)

@@ -78,8 +78,9 @@ def _reduce_mul_grad(ctx: UOp, ret: UOp, x: UOp) -> tuple[UOp]:
 
 
 pm_gradient = PatternMatcher([
+    # a cast to an int or bool is a step function: no gradient (as torch, where integer tensors carry none)
     (UPat(Ops.CAST, src=(UPat.var("x"),), name="ret"),
-     lambda ctx, ret, x: (ctx.cast(x.dtype) if dtypes.is_float(x.dtype) else None,)),
+     lambda ctx, ret, x: (ctx.cast(x.dtype) if dtypes.is_float(x.dtype) and dtypes.is_float(ret.dtype) else None,)),
     (UPat(Ops.RECIPROCAL, name="ret"), lambda ctx, ret: (-ctx * ret * ret,)),
     (UPat(Ops.SQRT, name="ret"), lambda ctx, ret: (ctx * (ret + ret).reciprocal(),)),
     (UPat(Ops.EXP2, name="ret"), lambda ctx, ret: (ctx * ret * _const_like(ret, _LN2),)),
