@@ -1,6 +1,7 @@
 """Elementwise ops of the full Tensor API against PyTorch (CPU), on the CPU and PYTHON devices."""
 
 import math
+import os
 
 import numpy as np
 import pytest
@@ -9,8 +10,12 @@ import torch.nn.functional as F
 
 from ember.tensor import Tensor, dtypes
 
+# the small cases' device: the reference interpreter, or another backend (EMBER_TEST_SMALL_DEVICE=AMD with
+# MOCKGPU=1: tests/test_amd_tensor_suite.py)
+SMALL = os.environ.get("EMBER_TEST_SMALL_DEVICE", "PYTHON")
+
 # the PYTHON device interprets every element: small shapes there
-CASES = [("CPU", (33, 7)), ("CPU", (1, 5)), ("CPU", ()), ("PYTHON", (3, 5))]
+CASES = [("CPU", (33, 7)), ("CPU", (1, 5)), ("CPU", ()), (SMALL, (3, 5))]
 
 
 def check(got, want, rtol=1e-5, atol=1e-6):
@@ -72,7 +77,7 @@ def test_unary(dev, shape, op):
     check(fn(Tensor(a, dev)), tfn(torch.tensor(a)), rtol, atol)
 
 
-@pytest.mark.parametrize("dev", ["CPU", "PYTHON"])
+@pytest.mark.parametrize("dev", ["CPU", SMALL])
 def test_special_values(dev):
     v = [0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 0.49999997, -0.49999997, 3.0, -0.0, 1e8, 7.5]
     check(Tensor(v, dev).round(), torch.tensor(v).round())
@@ -87,7 +92,7 @@ def test_special_values(dev):
     check(Tensor([1, -2, 0], dev).isnan(), torch.tensor([1, -2, 0]).isnan())
 
 
-@pytest.mark.parametrize("dev", ["CPU", "PYTHON"])
+@pytest.mark.parametrize("dev", ["CPU", SMALL])
 def test_pow(dev):
     a, b = normal((4, 5), 1) * 2, normal((4, 5), 2)
     ta, tb = torch.tensor(a), torch.tensor(b)
@@ -135,7 +140,7 @@ def test_binary(dev, shape, op, kind):
     check(fn(Tensor(a, dev), Tensor(b, dev)), tfn(torch.tensor(a), torch.tensor(b)), 0, 0)
 
 
-@pytest.mark.parametrize("dev", ["CPU", "PYTHON"])
+@pytest.mark.parametrize("dev", ["CPU", SMALL])
 def test_where_lerp_logical_not(dev):
     c, a, b = normal((3, 4), 1) > 0, normal((3, 4), 2), normal((4,), 3)
     check(Tensor(c, dev).where(Tensor(a, dev), Tensor(b, dev)), torch.where(torch.tensor(c), torch.tensor(a),
@@ -152,7 +157,7 @@ def test_where_lerp_logical_not(dev):
 INT_KINDS = ["int32", "uint8", "int64", "bool"]
 
 
-@pytest.mark.parametrize("dev", ["CPU", "PYTHON"])
+@pytest.mark.parametrize("dev", ["CPU", SMALL])
 @pytest.mark.parametrize("kind", INT_KINDS)
 def test_bitwise(dev, kind):
     rng = np.random.default_rng(4)
@@ -206,7 +211,7 @@ def test_int_inputs_become_float():
     check(Tensor(i).abs(), torch.tensor(i).abs())
 
 
-@pytest.mark.parametrize("dev", ["CPU", "PYTHON"])
+@pytest.mark.parametrize("dev", ["CPU", SMALL])
 @pytest.mark.parametrize("kind", ["int32", "float32"])
 def test_floordiv_mod(dev, kind):
     a = np.array([[7, -7, 7, -7, 0, 5, -1]], kind)
@@ -235,7 +240,7 @@ def test_named_ops_match_the_operators():
         1 - Tensor([True])
 
 
-@pytest.mark.parametrize("device", ["CPU", "PYTHON"])
+@pytest.mark.parametrize("device", ["CPU", SMALL])
 @pytest.mark.parametrize("npdt", [np.int8, np.int32, np.int64, np.uint8, np.uint32])
 def test_integer_division_never_traps(device, npdt):
     """x // 0 and x % 0 are 0 and MIN // -1 is MIN (numpy's results; C traps on them, SIGFPE on x86), the same on

@@ -1,11 +1,17 @@
 """Movement and shape ops of the full Tensor API against PyTorch (CPU), on the CPU and PYTHON devices."""
 
+import os
+
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
 from ember.tensor import Tensor, dtypes
+
+# the small cases' device: the reference interpreter, or another backend (EMBER_TEST_SMALL_DEVICE=AMD with
+# MOCKGPU=1: tests/test_amd_tensor_suite.py)
+SMALL = os.environ.get("EMBER_TEST_SMALL_DEVICE", "PYTHON")
 
 
 def check(got, want):
@@ -21,7 +27,7 @@ def arr(shape, kind="float32", seed=0):
         rng.integers(-50, 50, shape).astype(kind) if kind != "bool" else rng.integers(0, 2, shape).astype(np.bool_)
 
 
-DEVS = ["CPU", "PYTHON"]
+DEVS = ["CPU", SMALL]
 
 
 @pytest.mark.parametrize("dev", DEVS)

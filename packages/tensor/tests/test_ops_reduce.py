@@ -1,5 +1,7 @@
 """Reductions of the full Tensor API against PyTorch (CPU), on the CPU and PYTHON devices."""
 
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -7,6 +9,10 @@ import torch
 from ember.schedule import schedule
 from ember.tensor import Tensor, dtypes
 from ember.uops import Ops, UOp
+
+# the small cases' device: the reference interpreter, or another backend (EMBER_TEST_SMALL_DEVICE=AMD with
+# MOCKGPU=1: tests/test_amd_tensor_suite.py)
+SMALL = os.environ.get("EMBER_TEST_SMALL_DEVICE", "PYTHON")
 
 
 def check(got, want, rtol=1e-5, atol=1e-6):
@@ -22,7 +28,7 @@ def normal(shape, seed=0):
 
 # (device, shape, axis): odd sizes, size-1 dims, negative and tuple axes; small shapes on PYTHON
 CASES = [("CPU", (33, 7), 1), ("CPU", (33, 7), -2), ("CPU", (3, 1, 5), (0, 2)), ("CPU", (3, 1, 5), -2),
-         ("CPU", (1000,), 0), ("CPU", (5, 6), None), ("PYTHON", (3, 5), -1), ("PYTHON", (2, 3, 4), (0, -1))]
+         ("CPU", (1000,), 0), ("CPU", (5, 6), None), (SMALL, (3, 5), -1), (SMALL, (2, 3, 4), (0, -1))]
 
 
 @pytest.mark.filterwarnings("ignore:var\\(\\)|std\\(\\):UserWarning")
@@ -53,7 +59,7 @@ def _torch_bool(ta, dim, keepdim, fn):
     return fn(ta, dim=dim, keepdim=keepdim)
 
 
-@pytest.mark.parametrize("dev", ["CPU", "PYTHON"])
+@pytest.mark.parametrize("dev", ["CPU", SMALL])
 @pytest.mark.parametrize("kind", ["int32", "bool", "uint8"])
 def test_int_reductions(dev, kind):
     a = np.random.default_rng(2).integers(0 if kind != "int32" else -3, 2 if kind == "bool" else 4, (3, 5)).astype(kind)
@@ -68,7 +74,7 @@ def test_int_reductions(dev, kind):
     check(t.cumsum(1), ta.cumsum(1), 0, 0)
 
 
-ARG_CASES = [("CPU", (33, 7)), ("CPU", (1, 5)), ("CPU", (4, 1)), ("PYTHON", (3, 5))]
+ARG_CASES = [("CPU", (33, 7)), ("CPU", (1, 5)), ("CPU", (4, 1)), (SMALL, (3, 5))]
 
 
 @pytest.mark.parametrize("dev, shape", ARG_CASES)
@@ -94,7 +100,7 @@ def test_argmax_nan_and_errors():
 
 
 SM_CASES = [("CPU", (33, 7), -1), ("CPU", (33, 7), 0), ("CPU", (3, 1, 5), 1), ("CPU", (1,), 0),
-            ("PYTHON", (3, 5), -1), ("PYTHON", (2, 3, 4), -2)]
+            (SMALL, (3, 5), -1), (SMALL, (2, 3, 4), -2)]
 
 
 @pytest.mark.parametrize("dev, shape, axis", SM_CASES)
@@ -120,7 +126,7 @@ def test_softmax_kernel_counts():
 
 
 CUM_CASES = [("CPU", (33, 7), 1), ("CPU", (33, 7), 0), ("CPU", (3, 1, 5), -1), ("CPU", (1,), 0), ("CPU", (200,), 0),
-             ("PYTHON", (3, 5), -1), ("PYTHON", (2, 3, 4), 1)]
+             (SMALL, (3, 5), -1), (SMALL, (2, 3, 4), 1)]
 
 
 @pytest.mark.parametrize("dev, shape, axis", CUM_CASES)

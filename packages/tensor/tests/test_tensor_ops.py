@@ -1,11 +1,17 @@
 """Each first-cut Tensor op on the CPU and PYTHON devices against numpy."""
 
+import os
+
 import numpy as np
 import pytest
 
 from ember.tensor import Tensor, dtypes
 
-DEVICES = ["CPU", "PYTHON"]
+# the small cases' device: the reference interpreter, or another backend (EMBER_TEST_SMALL_DEVICE=AMD with
+# MOCKGPU=1: tests/test_amd_tensor_suite.py)
+SMALL = os.environ.get("EMBER_TEST_SMALL_DEVICE", "PYTHON")
+
+DEVICES = ["CPU", SMALL]
 SHAPES = [(7,), (33, 7), (1000,), (1, 33), (3, 1, 5), (0, 4), ()]
 
 

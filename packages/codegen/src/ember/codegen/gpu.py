@@ -131,8 +131,13 @@ class GPURenderer(CStyleLanguage):
     def render_kernel(self, name: str, body: list[str], uops: tuple[UOp, ...], ctx: RenderContext) -> str:
         bufs = [f"{'' if u in ctx.written else 'const '}{self.render_dtype(u.dtype.base)}* __restrict__ {ctx[u]}"
                 for u in sorted((u for u in uops if u.op is Ops.PARAM), key=lambda u: u.arg)]
-        variables = [f"const {self.render_dtype(dtypes.index)} {ctx[u]}"
-                     for u in sorted((u for u in uops if u.op is Ops.DEFINE_VAR), key=lambda u: u.arg[0])]
+        # variables are int32 arguments on every GPU (runtimes pack them so; 64-bit index math widens them)
+        variables = []
+        for u in sorted((u for u in uops if u.op is Ops.DEFINE_VAR), key=lambda u: u.arg[0]):
+            if not -2**31 <= u.arg[1] <= u.arg[2] < 2**31:
+                raise NotImplementedError(f"{type(self).__name__}: variable {u.arg[0]} in [{u.arg[1]}, {u.arg[2]}] "
+                                          "does not fit the int32 arguments of GPU kernels")
+            variables.append(f"const int {ctx[u]}")
         threads = math.prod(u.src[0].arg for u in uops if u.op is Ops.SPECIAL and u.arg.startswith("lidx"))
         if unknown := {u.arg for u in uops if u.op is Ops.WMMA} - set(self.wmma_helpers):
             raise NotImplementedError(f"{type(self).__name__}: no tensor core {sorted(unknown)}")
@@ -220,7 +225,8 @@ class CUDARenderer(GPURenderer):
 # polynomial of e^(f ln 2), |f| <= 1/2. log2: the exponent plus 2 atanh((m-1)/(m+1)) / ln 2 for the mantissa m in
 # [sqrt(1/2), sqrt(2)], 11 terms. sin: x - k pi/2 in three parts (Cody-Waite: exact while |x| < 2^20 pi/2, less
 # precise beyond), then the sine or cosine polynomial of the quadrant. pow: exact repeated squaring for an integer
-# exponent, else exp2(b log2 |a|) with C's sign rules. Each is within a few ulp (tests: ember.amd_runtime's ISA tests).
+# exponent, else exp2(b log2 |a|) with C's sign rules (float32 pow too: LLVM's, with no device library, is NaN for
+# negative bases). Each is within a few ulp (tests: ember.amd_runtime's ISA tests).
 _HIP_F64 = """DEVICE double emb_exp2(double x) {
   if (x != x) return x;
   if (x >= 1024.0) return INFINITY;
@@ -269,13 +275,24 @@ DEVICE double emb_pow(double a, double b) {
   if (a < 0.0) return NAN;
   return emb_exp2(b * emb_log2(a));
 }
+DEVICE float emb_powf(float a, float b) {  /* (LLVM's own powf without device libraries is NaN for a < 0) */
+  if (b == 0.0f || a == 1.0f) return 1.0f;
+  if (a != a || b != b) return NAN;
+  if (b == __builtin_truncf(b) && __builtin_fabsf(b) < 2147483648.0f) {
+    float r = 1.0f, base = a;
+    for (long long n = (long long)__builtin_fabsf(b); n; n >>= 1) { if (n & 1) r *= base; base *= base; }
+    return b < 0.0f ? 1.0f / r : r;
+  }
+  if (a < 0.0f) return NAN;
+  return __builtin_exp2f(b * __builtin_log2f(a));
+}
 """
 
 # no device libraries (ockl/ocml): clang lowers these builtins to gfx9 instructions itself (float64 exp2/log2/sin/pow
 # are the prelude's)
 _HIP_MATH = {op: (f"__builtin_{f}", f"__builtin_{d}") for op, (f, d) in _C_MATH.items()}
 _HIP_MATH.update({Ops.EXP2: ("__builtin_exp2f", "emb_exp2"), Ops.LOG2: ("__builtin_log2f", "emb_log2"),
-                  Ops.SIN: ("__builtin_sinf", "emb_sin"), Ops.POW: ("__builtin_powf", "emb_pow")})
+                  Ops.SIN: ("__builtin_sinf", "emb_sin"), Ops.POW: ("emb_powf", "emb_pow")})
 
 _HIP_PRELUDE = """#ifndef EMB_PRELUDE
 #define EMB_PRELUDE
