@@ -11,6 +11,7 @@ description) must pass.
 import json
 import logging
 import os
+import subprocess
 from collections import Counter
 from pathlib import Path
 
@@ -19,7 +20,8 @@ import pytest
 from mlperf_logging.compliance_checker import mlp_compliance
 from mlperf_logging.package_checker import package_checker
 
-from ember.mlperf_llama.config import TrainConfig
+from ember.mlperf_llama import cli
+from ember.mlperf_llama.config import TrainConfig, config_from_args
 from ember.mlperf_llama.launch import launch_submission, required_runs, submission_paths
 from ember.mlperf_llama.logging import MLLogger, comm_precision, log_hyperparameters
 from ember.mlperf_llama.phases import beam_search, warm_up
@@ -168,3 +170,22 @@ def test_submission_folder_passes_the_package_checker_but_for_scale_and_target(t
     for f in result.result_files:
         checker = check_log(f)
         assert set(checker.overwritable) == EXPECTED_FAILURES
+
+
+def test_the_8b_launch_script_asks_for_the_closed_values(tmp_path):
+    # the script with a stand-in `ember-llama` on PATH that prints its arguments: they parse into the closed config
+    stub = tmp_path / "bin" / "ember-llama"
+    stub.parent.mkdir()
+    stub.write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
+    stub.chmod(0o755)
+    script = Path(__file__).resolve().parents[1] / "scripts" / "run_llama31_8b.sh"
+    env = {"PATH": f"{stub.parent}:{os.environ['PATH']}", "DATA": "/data/c4", "TOKENIZER": "/data/tok.model",
+           "SYSTEM": "8xH200", "DP": "8", "DEVICE": "CUDA", "HOME": str(tmp_path)}
+    done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, check=True)
+    args = cli.build_parser().parse_args(done.stdout.splitlines())
+    assert args.command == "submission" and args.system == "8xH200" and args.runs == 10
+    cfg = config_from_args(args, env={})
+    assert (cfg.preset, cfg.seq_len, cfg.eval_samples, cfg.eval_every, cfg.eval_target) == ("8B", 8192, 1024, 12288,
+                                                                                             3.3)
+    assert (cfg.global_batch_size, cfg.lr, cfg.warmup_steps, cfg.dp, cfg.dtype) == (32, 8e-4, 128, 8, "bfloat16")
+    assert (cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay, cfg.clip_norm) == (0.9, 0.95, 1e-5, 0.1, 1.0)
