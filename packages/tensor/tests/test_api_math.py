@@ -377,3 +377,15 @@ def test_logspace_and_triangle_indices():
         check(Tensor.tril_indices(*args), torch.tril_indices(*args))
     x = Tensor.ones(2, 3, dtype=dtypes.int32)
     assert (x.empty_like().shape, x.empty_like().dtype) == ((2, 3), dtypes.int32)
+
+
+def test_unbiased_type_sinc_erfc():
+    a = normal((4, 5), 2)
+    x, t = Tensor(a), torch.tensor(a)
+    check(x.var(1, unbiased=False), t.var(1, unbiased=False), 1e-5, 1e-6)
+    check(x.std(unbiased=True), t.std(unbiased=True), 1e-5, 1e-6)
+    check(x.type(dtypes.int32), t.type(torch.int32))
+    check(x.type("float16"), t.type(torch.float16))
+    assert x.type() == "float32"
+    both(lambda v: v.sinc(), [np.concatenate([a.reshape(-1), [0.0]]).astype(np.float32)], 1e-5, 1e-6)
+    both(lambda v: v.erfc(), [a], 1e-5, 2e-6)

@@ -375,6 +375,25 @@ class TensorElementwiseMixin(ElementwiseMixin):
         """True division: self / x."""
         return self.div(x)
 
+    def type(self, dtype: DType | str | None = None) -> Any:
+        """This tensor cast to `dtype` (as torch.Tensor.type); without one, the dtype's name."""
+        if dtype is None:
+            return self.dtype.name
+        dt = to_dtype(dtype)
+        assert dt is not None
+        return self.cast(dt)
+
+    def sinc(self) -> Tensor:
+        """sin(pi x) / (pi x), and 1 at 0."""
+        x = self._math_in()
+        zero = x == 0
+        px = zero.where(1.0, x) * math.pi  # (no 0 / 0 in the branch that is not taken)
+        return self._math_out(zero.where(1.0, px.sin() / px))
+
+    def erfc(self) -> Tensor:
+        """1 - erf(x)."""
+        return 1 - self.erf()
+
     def type_as(self, other: Tensor) -> Tensor:
         """This tensor cast to `other`'s dtype."""
         return self.cast(other.dtype)

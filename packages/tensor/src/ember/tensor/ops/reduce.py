@@ -184,8 +184,10 @@ class ReduceMixin:
 
     @torch_axis_name()
     def var(self, axis: int | Sequence[int] | None = None, keepdim: bool = False,
-            correction: int | float = 1) -> Tensor:
-        """The variance over `axis`, divided by N - correction (correction=1: the unbiased estimate)."""
+            correction: int | float = 1, unbiased: bool | None = None) -> Tensor:
+        """The variance over `axis`, divided by N - correction (correction=1: the unbiased estimate; PyTorch's older
+        `unbiased=False` is correction=0)."""
+        correction = correction if unbiased is None else int(unbiased)
         axes = normalize_axis(axis, self.ndim, "var")
         n = int(prod([self.shape[a] for a in axes]))
         x = self.float_()
@@ -194,9 +196,9 @@ class ReduceMixin:
 
     @torch_axis_name()
     def std(self, axis: int | Sequence[int] | None = None, keepdim: bool = False,
-            correction: int | float = 1) -> Tensor:
-        """The standard deviation over `axis`: sqrt(var(axis, keepdim, correction))."""
-        return self.var(axis, keepdim, correction).sqrt()
+            correction: int | float = 1, unbiased: bool | None = None) -> Tensor:
+        """The standard deviation over `axis`: sqrt(var(axis, keepdim, correction, unbiased))."""
+        return self.var(axis, keepdim, correction, unbiased).sqrt()
 
     @torch_axis_name()
     def var_mean(self, axis: int | Sequence[int] | None = None, keepdim: bool = False,
