@@ -132,6 +132,11 @@ def test_gpu_opt_errors():
         to_program(matmul_ast(8, 4, 6), RENDERER, [Opt(OptOps.LOCAL, 1, 4)])
     with pytest.raises(KernelOptError, match="GROUP needs a REDUCE axis"):
         to_program(matmul_ast(8, 4, 6), RENDERER, [Opt(OptOps.GROUP, 0, 2)])
+    class Tiny(type(RENDERER)):
+        shared_max = 64
+
+    with pytest.raises(ValueError, match="shared buffers take 128 bytes, the target has 64"):
+        to_program(reduce_ast((256,), (0,)), Tiny(), [Opt(OptOps.GROUP, 0, 32)])
     with pytest.raises(ValueError, match="threads in a workgroup"):
         to_program(matmul_ast(64, 4, 64), RENDERER, [Opt(OptOps.LOCAL, 0, 64), Opt(OptOps.LOCAL, 0, 64)])
 

@@ -136,6 +136,10 @@ def gpu_dims(sink: UOp, renderer: Renderer) -> UOp:
     if math.prod(range_size(r) for r in locals_) > renderer.max_workgroup_threads:
         raise ValueError(f"gpu_dims: {math.prod(range_size(r) for r in locals_)} threads in a workgroup, the target "
                          f"runs at most {renderer.max_workgroup_threads}")
+    shared = sum(u.dtype.size * u.dtype.base.itemsize for u in sink.toposort() if u.op is Ops.DEFINE_LOCAL)
+    if shared > renderer.shared_max:
+        raise ValueError(f"gpu_dims: the kernel's shared buffers take {shared} bytes, the target has "
+                         f"{renderer.shared_max} per workgroup")
     mapping = {**_dims([r for r in known if r.arg[1] is AxisType.GLOBAL], renderer.global_max, "gidx"),
                **_dims(locals_, renderer.local_max, "lidx")}
     if not mapping:
