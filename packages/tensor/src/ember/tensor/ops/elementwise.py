@@ -97,7 +97,7 @@ class TensorElementwiseMixin(ElementwiseMixin):
             return a._int_divmod_trunc(b)[0]
         if rounding_mode is not None:
             raise ArgumentError(f"div: expected rounding_mode to be one of None, 'trunc', or 'floor' but found "
-                             f"{rounding_mode!r}")
+                                f"{rounding_mode!r}")
         a, b = self._broadcasted(x, reverse)
         if not dtypes.is_float(a.dtype):
             a, b = a.float(), b.float()
@@ -295,8 +295,9 @@ class TensorElementwiseMixin(ElementwiseMixin):
         """True where the sign bit is set (-0.0 and negative NaNs too)."""
         if dtypes.is_float(self.dtype):
             return self._sign_bit()
-        return self < 0 if not dtypes.is_unsigned(self.dtype) and self.dtype != dtypes.bool else self.zeros_like(
-            dtype=dtypes.bool)
+        if self.dtype == dtypes.bool or dtypes.is_unsigned(self.dtype):
+            return self.zeros_like(dtype=dtypes.bool)
+        return self < 0
 
     def logit(self, eps: float | None = None) -> Tensor:
         """log(x / (1 - x)), with x clamped to [eps, 1 - eps] when eps is given."""
@@ -365,7 +366,18 @@ class TensorElementwiseMixin(ElementwiseMixin):
         e = exponent.cast(dtypes.float64) if isinstance(exponent, Tensor) else float(exponent)
         return self.cast(dtypes.float64).pow(e)
 
-    # *** comparisons and division by their PyTorch method names ***
+    def sinc(self) -> Tensor:
+        """sin(pi x) / (pi x), and 1 at 0."""
+        x = self._math_in()
+        zero = x == 0
+        px = zero.where(1.0, x) * math.pi  # (no 0 / 0 in the branch that is not taken)
+        return self._math_out(zero.where(1.0, px.sin() / px))
+
+    def erfc(self) -> Tensor:
+        """1 - erf(x)."""
+        return 1 - self.erf()
+
+    # *** comparisons, division and casts by their PyTorch method names ***
     def lt(self, x: Any) -> Tensor: return self < x
     def gt(self, x: Any) -> Tensor: return self > x
     def le(self, x: Any) -> Tensor: return self <= x
@@ -382,17 +394,6 @@ class TensorElementwiseMixin(ElementwiseMixin):
         dt = to_dtype(dtype)
         assert dt is not None
         return self.cast(dt)
-
-    def sinc(self) -> Tensor:
-        """sin(pi x) / (pi x), and 1 at 0."""
-        x = self._math_in()
-        zero = x == 0
-        px = zero.where(1.0, x) * math.pi  # (no 0 / 0 in the branch that is not taken)
-        return self._math_out(zero.where(1.0, px.sin() / px))
-
-    def erfc(self) -> Tensor:
-        """1 - erf(x)."""
-        return 1 - self.erf()
 
     def type_as(self, other: Tensor) -> Tensor:
         """This tensor cast to `other`'s dtype."""
