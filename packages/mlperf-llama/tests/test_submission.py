@@ -136,7 +136,7 @@ def test_beam_search_sets_and_restores_the_env(monkeypatch):
 
 def test_init_only_writes_no_log_and_stops_before_the_run(tmp_path, capsys):
     log = tmp_path / "init.txt"
-    result = train(TrainConfig(**TINY, log_mlperf=str(log), init_only=True))
+    result = train(TrainConfig(**{**TINY, "progress": True}, log_mlperf=str(log), init_only=True))
     assert result.status == "init" and result.steps == 0 and not log.exists()
     assert "init phase: kernels compiled" in capsys.readouterr().err
 

@@ -144,7 +144,10 @@ def model_config(cfg: TrainConfig) -> LlamaConfig:
 def tokenizer_vocab_size(path: str) -> int:
     """The vocabulary size of the tokenizer file at `path` (loaded once per file version)."""
     where = Path(path).expanduser()
-    stat = where.stat()  # a missing file raises FileNotFoundError naming it
+    try:
+        stat = where.stat()
+    except OSError:
+        return int(load_tokenizer(path).vocab_size)  # raises the tokenizer's own error, naming the file
     return _vocab_size(str(where), stat.st_mtime_ns, stat.st_size)
 
 
@@ -482,7 +485,7 @@ def _train(cfg: TrainConfig, world: World | None) -> TrainResult:
         data = load_data(cfg, trainer.model_cfg.vocab_size)
     log_hyperparameters(ml, cfg, n_params, include_train_samples=False, ranks=world.size)  # train_samples: at the end
     warm = warm_up(trainer)  # every kernel of the step and the eval compiled (or BEAM-searched), the steps captured
-    if root:
+    if root and cfg.progress:
         print(f"ember-llama: init phase: kernels compiled{f' (BEAM={cfg.beam})' if cfg.beam else ''} and steps "
               f"captured in {warm:.1f} s", file=sys.stderr)
     if cfg.init_only:
