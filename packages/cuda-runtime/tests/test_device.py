@@ -217,3 +217,42 @@ def test_a_batch_cubin_is_loaded_once(fake_cuda):
     del add, iota
     gc.collect()
     assert fake_cuda.calls("cuModuleUnload") == ["cuModuleUnload"]
+
+
+def test_a_jit_replays_as_one_batch_with_new_inputs(fake_cuda):
+    """CUDADevice.graph: the launches built once, the inputs' pointers patched in; the fake GPU runs `add`."""
+    dev = Device["CUDA"]
+    n = 256
+    prg = dev.runtime("add", dev.compiler.compile_cached(ADD))
+    out, tmp = Buffer("CUDA", n, dtypes.float32), Buffer("CUDA", n, dtypes.float32)
+    a, b = Buffer("CUDA", n, dtypes.float32).copyin(np.ones(n, np.float32)), Buffer("CUDA", n, dtypes.float32)
+    b.copyin(np.full(n, 2.0, np.float32))
+    # tmp = a + b; out = tmp + b, then a copy of out into a (an input) is not allowed: copies go out to tmp
+    launches = [(prg, [tmp, a, b], (1,), (256,), (n,)), (prg, [out, tmp, b], (1,), (256,), (n,))]
+    graph = dev.graph(launches, [a, b])
+    assert graph is not None and len(graph.jobs) == 2
+    for k in range(3):
+        x = Buffer("CUDA", n, dtypes.float32).copyin(np.arange(n, dtype=np.float32) * k)
+        y = Buffer("CUDA", n, dtypes.float32).copyin(np.full(n, float(k), np.float32))
+        graph.exec_buffers([x, y], wait=True)
+        np.testing.assert_array_equal(out.numpy(), np.arange(n, dtype=np.float32) * k + 2 * k)
+    cpu = Buffer("CPU", n, dtypes.float32)
+    assert dev.graph([(None, [out, cpu], (1,), None, ())], []) is None  # another device's memory: no graph
+
+
+def test_jit_on_cuda_replays_through_the_device_graph(fake_cuda):
+    from ember.cuda_runtime import CUDAGraph
+    from ember.tensor import engine, jit
+
+    w = Tensor(np.ones((32, 32), dtype=np.float32), device="CUDA")
+    step = jit(lambda x: (x @ w).relu().realize())
+    for _ in range(4):
+        step(Tensor(np.ones((8, 32), dtype=np.float32), device="CUDA"))
+    assert isinstance(step.graph, CUDAGraph) and len(step.graph.jobs) == step.kernel_count
+    # each replay launched the captured kernels, with this call's input pointer in the first kernel's arguments
+    x = Tensor(np.ones((8, 32), dtype=np.float32), device="CUDA").realize()
+    before = len(fake_cuda.calls("cuLaunchKernel"))
+    step(x)
+    launched = fake_cuda.calls("cuLaunchKernel")[before:]
+    (ptr,) = (b.raw.ptr for b in engine.buffers_of(x.uop))
+    assert len(launched) == step.kernel_count and any(str(ptr) in line for line in launched)

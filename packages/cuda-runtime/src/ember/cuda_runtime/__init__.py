@@ -9,8 +9,8 @@
 __version__ = "0.1.0"
 
 from ember.cuda_runtime.compiler import NVRTC, NVRTCCompiler, cubin_arch, cuda_include_dirs, load_nvrtc  # noqa: E402
-from ember.cuda_runtime.device import CUDAAllocator, CUDADevice, CUDAMemory, CUDAProgram  # noqa: E402
+from ember.cuda_runtime.device import CUDAAllocator, CUDADevice, CUDAGraph, CUDAMemory, CUDAProgram  # noqa: E402
 from ember.cuda_runtime.driver import CUDAContext, CUDAError, Driver, load_driver, timeout_seconds  # noqa: E402
 
-__all__ = ["CUDAAllocator", "CUDAContext", "CUDADevice", "CUDAError", "CUDAMemory", "CUDAProgram", "Driver", "NVRTC",
+__all__ = ["CUDAAllocator", "CUDAContext", "CUDADevice", "CUDAError", "CUDAGraph", "CUDAMemory", "CUDAProgram", "Driver", "NVRTC",
            "NVRTCCompiler", "cubin_arch", "cuda_include_dirs", "load_driver", "load_nvrtc", "timeout_seconds"]

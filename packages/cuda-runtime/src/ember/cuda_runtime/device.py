@@ -17,7 +17,7 @@ import operator
 import threading
 import weakref
 from collections import deque
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 import numpy as np
@@ -306,5 +306,58 @@ class CUDADevice(CompiledDevice):
         self.allocator.transfer(dest.ensure_allocated().raw, src.raw, src.allocator)
         return dest
 
+    def graph(self, launches: Sequence[tuple[Any, ...]], inputs: Sequence[Buffer]) -> CUDAGraph | None:
+        """A jit's launches as a `CUDAGraph` (batched launches), or None when one touches another device's memory."""
+        buffers = [b for launch in launches for b in launch[1]]
+        if any(not isinstance(b.allocator, CUDAAllocator) or b.device != self.name for b in (*buffers, *inputs)):
+            return None
+        return CUDAGraph(self, launches, inputs)
 
-__all__ = ["CUDAAllocator", "CUDADevice", "CUDAMemory", "CUDAProgram", "device_ordinal"]
+
+class CUDAGraph:
+    """Recorded launches replayed as one batch: each kernel's parameter block and launch dims are built and checked
+    once, the `inputs` Buffers' pointers are patched into those blocks at `exec_buffers`, and the kernels go onto
+    the stream back to back with no per-launch work in Python beyond the driver call; copies run through the
+    allocator. (One `cuGraphLaunch` of a captured CUDA graph would also save the driver's per-launch cost: not
+    implemented.)"""
+
+    def __init__(self, device: CUDADevice, launches: Sequence[tuple[Any, ...]], inputs: Sequence[Buffer]):
+        self.device = device
+        slot = {id(b): i for i, b in enumerate(inputs)}
+        self.patches: list[list[ctypes.c_uint64]] = [[] for _ in inputs]  # per input: the parameters holding it
+        self.jobs: list[tuple[Any, ...]] = []
+        for program, bufs, global_size, local_size, vals in launches:
+            if program is None:  # a copy: (dest, src), inputs resolved at exec
+                self.jobs.append((None, [slot.get(id(b), b) for b in bufs]))
+                continue
+            if not isinstance(program, CUDAProgram):
+                raise TypeError(f"CUDAGraph: {program!r} is not a CUDA program")
+            grid, block = program._check_dims(tuple(global_size), None if local_size is None else tuple(local_size))
+            args = program._arguments([b.ensure_allocated().raw for b in bufs], tuple(vals))
+            for j, b in enumerate(bufs):
+                if id(b) in slot:
+                    self.patches[slot[id(b)]].append(args[j])  # type: ignore[arg-type]
+            params = (ctypes.c_void_p * len(args))(*(ctypes.addressof(a) for a in args))
+            if 0 not in grid and 0 not in block:
+                self.jobs.append((program.function, grid, block, params, args))
+
+    def exec_buffers(self, inputs: Sequence[Buffer], wait: bool = False) -> None:
+        """Replay on new input Buffers (the recorded ones' shapes); `wait`: until the GPU has finished."""
+        if len(inputs) != len(self.patches):
+            raise ValueError(f"CUDAGraph: takes {len(self.patches)} inputs, got {len(inputs)}")
+        for storage, b in zip(self.patches, inputs):
+            ptr = b.ensure_allocated().raw.ptr
+            for s in storage:
+                s.value = ptr
+        launch = self.device.context.launch
+        for job in self.jobs:
+            if job[0] is None:
+                dest, src = (inputs[x] if isinstance(x, int) else x for x in job[1])
+                dest.copy_from(src)
+            else:
+                launch(job[0], job[1], job[2], job[3])
+        if wait:
+            self.device.synchronize()
+
+
+__all__ = ["CUDAAllocator", "CUDADevice", "CUDAGraph", "CUDAMemory", "CUDAProgram", "device_ordinal"]
