@@ -13,4 +13,5 @@ from ember.cuda_runtime.device import CUDAAllocator, CUDADevice, CUDAGraph, CUDA
 from ember.cuda_runtime.driver import CUDAContext, CUDAError, Driver, load_driver, timeout_seconds  # noqa: E402
 
 __all__ = ["CUDAAllocator", "CUDAContext", "CUDADevice", "CUDAError", "CUDAGraph", "CUDAMemory", "CUDAProgram",
-           "Driver", "NVRTC", "NVRTCCompiler", "cubin_arch", "cuda_include_dirs", "load_driver", "load_nvrtc", "timeout_seconds"]
+           "Driver", "NVRTC", "NVRTCCompiler", "cubin_arch", "cuda_include_dirs", "load_driver", "load_nvrtc",
+           "timeout_seconds"]
