@@ -295,6 +295,13 @@ def test_errors_carry_both_conventions():
         (lambda: Tensor.einsum("...i...,i", x, x), (RuntimeError, ValueError), "more than one ellipsis"),
         (lambda: Tensor.stack((x, x), x), ValueError, "one non-empty sequence"),
         (lambda: x[1, 4], IndexError, "out of bounds"),
+        (lambda: x.cat(Tensor.ones(2, 5)), (RuntimeError, ValueError), "does not match"),
+        (lambda: x.split([1, 1]), (RuntimeError, ValueError), "do not add up"),
+        (lambda: x.expand(4), (RuntimeError, ValueError), "fewer dims"),
+        (lambda: x.repeat(2), (RuntimeError, ValueError), "needs at least 2 repeats"),
+        (lambda: Tensor.zeros(0, 2).max(0), (RuntimeError, ValueError), "cannot reduce over dim 0 of size 0"),
+        (lambda: Tensor.arange(0, 3, 0), (RuntimeError, ValueError), "step must not be 0"),
+        (lambda: Tensor.full((-1,), 2), (RuntimeError, ValueError), "non-negative"),
     ]
     for f, types, fragment in cases:
         for t in (types if isinstance(types, tuple) else (types,)):

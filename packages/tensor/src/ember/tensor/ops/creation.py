@@ -24,7 +24,7 @@ class CreationMixin:
              device: str | None = None) -> Tensor:
         shape = (shape,) if isinstance(shape, int) else tuple(shape)
         if any(not isinstance(s, int) or s < 0 for s in shape):
-            raise ValueError(f"full: shape must be non-negative ints, got {shape}")
+            raise ArgumentError(f"full: shape must be non-negative ints, got {shape}")
         c = Tensor(value, device, to_dtype(dtype) or dtypes.from_py(value))
         return c.reshape((1,) * len(shape)).expand(shape)
 
@@ -42,7 +42,7 @@ class CreationMixin:
     def empty(*shape: Any, dtype: DType | str | None = None, device: str | None = None) -> Tensor:
         shape_t = shape_args(shape)
         if any(s < 0 for s in shape_t):
-            raise ValueError(f"empty: shape must be non-negative ints, got {shape_t}")
+            raise ArgumentError(f"empty: shape must be non-negative ints, got {shape_t}")
         dt = to_dtype(dtype) or dtypes.float32
         dev = canonical_device(device)
         if isinstance(dev, tuple):  # a buffer on each device
@@ -56,7 +56,7 @@ class CreationMixin:
         if stop is None:
             start, stop = 0, start
         if step == 0:
-            raise ValueError("arange: step must not be 0")
+            raise ArgumentError("arange: step must not be 0")
         ints = all(isinstance(v, int) and not isinstance(v, bool) for v in (start, stop, step))
         wide = ints and not all(dtypes.min(dtypes.int32) <= v <= dtypes.max(dtypes.int32) for v in (start, stop))
         dt = to_dtype(dtype) or ((dtypes.int64 if wide else dtypes.int32) if ints else dtypes.float32)

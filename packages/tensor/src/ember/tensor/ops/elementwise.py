@@ -35,7 +35,7 @@ class TensorElementwiseMixin(ElementwiseMixin):
                 dt = dtypes.int32
             y = Tensor(y, self.device, dt)
         if x.device != y.device:
-            raise ValueError(f"tensors are on different devices: {x.device} and {y.device}")
+            raise ArgumentError(f"tensors are on different devices: {x.device} and {y.device}")
         out_dt = least_upper_dtype(x.dtype, y.dtype)
         x, y = x.cast(out_dt), y.cast(out_dt)
         try:
@@ -595,13 +595,13 @@ class TensorElementwiseMixin(ElementwiseMixin):
         unsigned = {1: dtypes.uint8, 2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}
         src_size, dst_size = self.dtype.itemsize, dt.itemsize
         if self.ndim == 0:
-            raise ValueError(f"bitcast: a 0-d tensor cannot change its item size ({self.dtype!r} to {dt!r})")
+            raise ArgumentError(f"bitcast: a 0-d tensor cannot change its item size ({self.dtype!r} to {dt!r})")
         x = self if self.dtype == unsigned[src_size] else self.bitcast(unsigned[src_size])
         if dst_size > src_size:
             k = dst_size // src_size
             if x.shape[-1] % k:
-                raise ValueError(f"bitcast: the last dim ({x.shape[-1]}) must be a multiple of {k} to read "
-                                 f"{self.dtype!r} as {dt!r}")
+                raise ArgumentError(f"bitcast: the last dim ({x.shape[-1]}) must be a multiple of {k} to read "
+                                    f"{self.dtype!r} as {dt!r}")
             parts = x.reshape(*x.shape[:-1], x.shape[-1] // k, k).cast(unsigned[dst_size])
             shifts = Tensor([8 * src_size * i for i in range(k)], x.device, unsigned[dst_size])
             wide = (parts << shifts).sum(-1).cast(unsigned[dst_size])  # (disjoint bits: the sum is an or)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ember.tensor.ops.args import IndexRangeError, ShapeError, normalize_axis
+from ember.tensor.ops.args import ArgumentError, IndexRangeError, ShapeError, normalize_axis
 from ember.uops import Ops, broadcast_shape, dtypes
 
 if TYPE_CHECKING:  # at run time ember.tensor.tensor binds Tensor here: it is the class built on this mixin
@@ -174,10 +174,10 @@ class IndexingMixin:
             try:
                 new = idx.where(val, self)
             except ValueError:
-                raise ValueError(f"setitem: mask of shape {idx.shape} and value of shape {val.shape} do not "
+                raise ShapeError(f"setitem: mask of shape {idx.shape} and value of shape {val.shape} do not "
                                  f"broadcast to {self.shape}") from None
             if new.shape != self.shape:
-                raise ValueError(f"setitem: mask of shape {idx.shape} does not broadcast to {self.shape}")
+                raise ShapeError(f"setitem: mask of shape {idx.shape} does not broadcast to {self.shape}")
         else:
             new = self._scatter_basic(idx if isinstance(idx, tuple) else (idx,), val)
         if self.uop.op is Ops.ASSIGN:
@@ -201,7 +201,7 @@ class IndexingMixin:
         except ValueError:
             val = None  # type: ignore[assignment]
         if val is None or val.shape != view.shape:
-            raise ValueError(f"setitem: cannot broadcast the value to the indexed shape {view.shape}")
+            raise ShapeError(f"setitem: cannot broadcast the value to the indexed shape {view.shape}")
         n_used = sum(1 for k in items if k is not None and k is not Ellipsis)
         at = next((i for i, k in enumerate(items) if k is Ellipsis), len(items))
         items = items[:at] + [slice(None)] * (self.ndim - n_used) + items[at + 1:]
@@ -228,10 +228,10 @@ class IndexingMixin:
         try:
             val = val.expand(broadcast_shape(val.shape, positions.shape))
         except ValueError:
-            raise ValueError(f"setitem: cannot broadcast the value of shape {val.shape} to the indexed shape "
+            raise ShapeError(f"setitem: cannot broadcast the value of shape {val.shape} to the indexed shape "
                              f"{positions.shape}") from None
         if val.shape != positions.shape:
-            raise ValueError(f"setitem: cannot broadcast the value of shape {val.shape} to the indexed shape "
+            raise ShapeError(f"setitem: cannot broadcast the value of shape {val.shape} to the indexed shape "
                              f"{positions.shape}")
         if not positions.numel():
             return self
@@ -281,7 +281,7 @@ class IndexingMixin:
             raise TypeError(f"gather: index must be an int Tensor, got {getattr(index, 'dtype', type(index))!r}")
         if self.ndim == 0 or index.ndim == 0:  # 0-d: as 1-d of one element (torch takes a 0-d self or index)
             if self.ndim > 1 or index.ndim > 1:
-                raise ValueError(f"gather: index shape {index.shape} does not fit self shape {self.shape}")
+                raise ShapeError(f"gather: index shape {index.shape} does not fit self shape {self.shape}")
             return self.reshape(-1).gather(0, index.reshape(-1)).reshape(index.shape)
         if index.ndim != self.ndim or any(i > s for j, (i, s) in enumerate(zip(index.shape, self.shape)) if j != d):
             raise ShapeError(f"gather: index shape {index.shape} does not fit self shape {self.shape} outside dim {d}")
@@ -327,7 +327,7 @@ class IndexingMixin:
         `src` may be a scalar; `reduce="add"` or `"multiply"` combines with self instead (scatter_reduce's sum/prod)."""
         if reduce is not None:
             if reduce not in ("add", "multiply"):
-                raise ValueError(f"scatter: reduce must be 'add' or 'multiply', got {reduce!r}")
+                raise ArgumentError(f"scatter: reduce must be 'add' or 'multiply', got {reduce!r}")
             return self.scatter_reduce(dim, index, src, "sum" if reduce == "add" else "prod")
         if self.ndim == 0:
             return self.reshape(1).scatter(0, index.reshape(-1), src if not isinstance(src, Tensor) else
@@ -487,7 +487,7 @@ class IndexingMixin:
         if num_classes == -1:
             num_classes = int(self.max().item()) + 1 if self.numel() else 0
         if not isinstance(num_classes, int) or num_classes < 0:
-            raise ValueError(f"one_hot: num_classes must be a non-negative int or -1, got {num_classes!r}")
+            raise ArgumentError(f"one_hot: num_classes must be a non-negative int or -1, got {num_classes!r}")
         ramp = Tensor.arange(num_classes, device=self.device)
         return (self.cast(dtypes.int32).unsqueeze(-1) == ramp).cast(dtypes.int64)
 

@@ -79,7 +79,7 @@ class MovementMixin:
     def expand(self, *shape: Any) -> Tensor:
         new = shape_args(shape)
         if len(new) < self.ndim:
-            raise ValueError(f"expand: cannot expand {self.shape} to fewer dims {new}")
+            raise ShapeError(f"expand: cannot expand {self.shape} to fewer dims {new}")
         x = self.reshape((1,) * (len(new) - self.ndim) + self.shape)
         return Tensor(x.uop.expand(tuple(s if n == -1 else n for s, n in zip(x.shape, new))))
 
@@ -97,11 +97,11 @@ class MovementMixin:
         padding = tuple(padding)
         if all(isinstance(p, int) for p in padding):
             if len(padding) % 2 or len(padding) // 2 > self.ndim:
-                raise ValueError(f"pad: flat padding {padding} needs an even length of at most 2 * {self.ndim}")
+                raise ArgumentError(f"pad: flat padding {padding} needs an even length of at most 2 * {self.ndim}")
             pairs = [(padding[2 * i], padding[2 * i + 1]) for i in range(len(padding) // 2)]
             padding = tuple([(0, 0)] * (self.ndim - len(pairs)) + pairs[::-1])
         if len(padding) != self.ndim:
-            raise ValueError(f"pad: padding {padding} must have one (before, after) pair per dim ({self.ndim})")
+            raise ArgumentError(f"pad: padding {padding} must have one (before, after) pair per dim ({self.ndim})")
         pairs_t = tuple((0, 0) if p is None else (int(p[0]), int(p[1])) for p in padding)
         if any(s + b + a < 0 for (b, a), s in zip(pairs_t, self.shape)):
             raise ShapeError(f"pad: padding {pairs_t} of shape {self.shape} leaves a negative size")
@@ -144,7 +144,8 @@ class MovementMixin:
             if not before and not after:
                 continue
             if mode == "reflect" and (before >= n or after >= n):
-                raise ValueError(f"pad: reflect padding {(before, after)} of dim {d} must be smaller than its size {n}")
+                raise ArgumentError(f"pad: reflect padding {(before, after)} of dim {d} must be smaller than its "
+                                    f"size {n}")
             if n == 0:
                 raise ValueError(f"pad: {mode} padding needs a non-empty dim {d}")
             index = []
@@ -403,7 +404,7 @@ class MovementMixin:
             return self.reshape(1)
         start, end = (normalize_axis(d, self.ndim, "flatten")[0] for d in (start_dim, end_dim))
         if start > end:
-            raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
+            raise ArgumentError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
         return self.reshape(self.shape[:start] + (int(prod(self.shape[start:end + 1])),) + self.shape[end + 1:])
 
     def unflatten(self, dim: int, sizes: Sequence[int]) -> Tensor:
@@ -411,14 +412,14 @@ class MovementMixin:
         d = normalize_axis(dim, self.ndim, "unflatten")[0]
         sizes = tuple(sizes)
         if sizes.count(-1) > 1:
-            raise ValueError(f"unflatten: only one size can be -1, got {sizes}")
+            raise ArgumentError(f"unflatten: only one size can be -1, got {sizes}")
         known = int(prod([s for s in sizes if s != -1]))
         if -1 in sizes:
             if known == 0 or self.shape[d] % known:
-                raise ValueError(f"unflatten: sizes {sizes} do not divide dim {d} of size {self.shape[d]}")
+                raise ArgumentError(f"unflatten: sizes {sizes} do not divide dim {d} of size {self.shape[d]}")
             sizes = tuple(self.shape[d] // known if s == -1 else s for s in sizes)
         elif known != self.shape[d]:
-            raise ValueError(f"unflatten: sizes {sizes} multiply to {known}, dim {d} has size {self.shape[d]}")
+            raise ArgumentError(f"unflatten: sizes {sizes} multiply to {known}, dim {d} has size {self.shape[d]}")
         return self.reshape(self.shape[:d] + sizes + self.shape[d + 1:])
 
     def swapaxes(self, axis0: int, axis1: int) -> Tensor:
@@ -429,9 +430,9 @@ class MovementMixin:
         """Tile the tensor `repeats[i]` times along dim i (as torch.Tensor.repeat; extra leading repeats add dims)."""
         reps = shape_args(repeats)
         if len(reps) < self.ndim:
-            raise ValueError(f"repeat: needs at least {self.ndim} repeats for shape {self.shape}, got {reps}")
+            raise ArgumentError(f"repeat: needs at least {self.ndim} repeats for shape {self.shape}, got {reps}")
         if any(r < 0 for r in reps):
-            raise ValueError(f"repeat: repeats must be non-negative, got {reps}")
+            raise ArgumentError(f"repeat: repeats must be non-negative, got {reps}")
         shape = (1,) * (len(reps) - self.ndim) + self.shape
         x = self.reshape([d for s in shape for d in (1, s)])
         x = x.expand([d for r, s in zip(reps, shape) for d in (r, s)])
@@ -453,7 +454,7 @@ class MovementMixin:
             raise AxisError("cat: zero-dimensional tensors cannot be concatenated (use stack)")
         for i, t in enumerate(tensors):
             if t.ndim != self.ndim or any(a != b for j, (a, b) in enumerate(zip(t.shape, self.shape)) if j != d):
-                raise ValueError(f"cat: tensor {i} has shape {t.shape}, which does not match {self.shape} "
+                raise ShapeError(f"cat: tensor {i} has shape {t.shape}, which does not match {self.shape} "
                                  f"outside dim {d}")
         dt = least_upper_dtype(*(t.dtype for t in tensors))
         total, offset, out = sum(t.shape[d] for t in tensors), 0, None
@@ -477,7 +478,7 @@ class MovementMixin:
             if not isinstance(t, Tensor):
                 raise TypeError(f"stack: argument {i + 1} is a {type(t).__name__}, not a Tensor")
             if t.shape != self.shape:
-                raise ValueError(f"stack: tensor {i + 1} has shape {t.shape}, expected {self.shape} like tensor 0")
+                raise ShapeError(f"stack: tensor {i + 1} has shape {t.shape}, expected {self.shape} like tensor 0")
         if not -self.ndim - 1 <= dim <= self.ndim:
             raise IndexError(f"stack: dim {dim} is out of range for {self.ndim + 1} dims")
         return self.unsqueeze(dim).cat(*(t.unsqueeze(dim) for t in args), dim=dim)
@@ -488,11 +489,11 @@ class MovementMixin:
         n = self.shape[d]
         if isinstance(sizes, int):
             if sizes <= 0:
-                raise ValueError(f"split: split size must be positive, got {sizes}")
+                raise ArgumentError(f"split: split size must be positive, got {sizes}")
             sizes = [min(sizes, n - i) for i in range(0, n, sizes)] or [0]
         sizes = list(sizes)
         if sum(sizes) != n or any(s < 0 for s in sizes):
-            raise ValueError(f"split: sizes {sizes} do not add up to dim {d} of size {n}")
+            raise ArgumentError(f"split: sizes {sizes} do not add up to dim {d} of size {n}")
         bounds = [(0, s) for s in self.shape]
         out, start = [], 0
         for s in sizes:
@@ -504,14 +505,14 @@ class MovementMixin:
     def chunk(self, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
         """Cut along `dim` into `chunks` pieces of ceil(n / chunks) each (fewer when n is small), as torch."""
         if not isinstance(chunks, int) or chunks <= 0:
-            raise ValueError(f"chunk: chunks must be a positive int, got {chunks!r}")
+            raise ArgumentError(f"chunk: chunks must be a positive int, got {chunks!r}")
         d = normalize_axis(dim, self.ndim, "chunk")[0]
         n = self.shape[d]
         return self.split(max(1, -(-n // chunks)), d)
 
     def _tri_mask(self, diagonal: int, upper: bool) -> Tensor:
         if self.ndim < 2:
-            raise ValueError(f"{'triu' if upper else 'tril'}: needs at least 2 dims, got shape {self.shape}")
+            raise ArgumentError(f"{'triu' if upper else 'tril'}: needs at least 2 dims, got shape {self.shape}")
         r, c = self.shape[-2:]
         rows = Tensor.arange(r, device=self.device).reshape(r, 1)
         cols = Tensor.arange(c, device=self.device).reshape(1, c)

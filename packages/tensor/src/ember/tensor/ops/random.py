@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ember.tensor.ops.args import shape_args, to_dtype
+from ember.tensor.ops.args import ArgumentError, shape_args, to_dtype
 from ember.uops import DType, dtypes, prod
 
 if TYPE_CHECKING:  # at run time ember.tensor.tensor binds Tensor here: it is the class built on this mixin
@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # at run time ember.tensor.tensor binds Tensor here: it is th
 def _random_shape(shape: tuple[Any, ...], op: str) -> tuple[int, ...]:
     shape_t = shape_args(shape)
     if any(s < 0 for s in shape_t):
-        raise ValueError(f"{op}: shape must be non-negative ints, got {shape_t}")
+        raise ArgumentError(f"{op}: shape must be non-negative ints, got {shape_t}")
     return shape_t
 
 
@@ -104,7 +104,7 @@ class RandomMixin:
                 device: str | None = None) -> Tensor:
         """Uniform random ints in [low, high)."""
         if not isinstance(low, int) or not isinstance(high, int) or low >= high:
-            raise ValueError(f"randint: need ints low < high, got low={low!r} high={high!r}")
+            raise ArgumentError(f"randint: need ints low < high, got low={low!r} high={high!r}")
         dt = to_dtype(dtype) or dtypes.int32
         if not dtypes.is_int(dt):
             raise TypeError(f"randint: dtype must be an int type, got {dt!r}")

@@ -46,8 +46,8 @@ class ReduceMixin:
         """A max or min over no elements has no value: an error, as in torch (numpy raises too)."""
         for a in normalize_axis(axis, self.ndim, op):
             if self.ndim and self.shape[a] == 0:
-                raise ValueError(f"{op}: cannot reduce over dim {a} of size 0 (shape {self.shape}); there is no "
-                                 "identity for it")
+                raise ArgumentError(f"{op}: cannot reduce over dim {a} of size 0 (shape {self.shape}); there is no "
+                                    "identity for it")
 
     @torch_axis_name()
     def max(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
@@ -238,7 +238,7 @@ class ReduceMixin:
         ax = normalize_axis(axis, self.ndim, "argmax")[0]
         n = self.shape[ax]
         if n == 0:
-            raise ValueError(f"argmax: cannot take the argmax over dim {ax} of size 0 (shape {self.shape})")
+            raise ArgumentError(f"argmax: cannot take the argmax over dim {ax} of size 0 (shape {self.shape})")
         is_max = self == self.max(ax, keepdim=True)
         if dtypes.is_float(self.dtype):  # NaN is the largest, as in torch
             is_max = is_max.logical_or(self.isnan())
@@ -502,7 +502,7 @@ class ReduceMixin:
         if any(s.count("...") > 1 for s in inputs):
             raise ArgumentError(f"einsum: an operand of {formula!r} has more than one ellipsis")
         if len(inputs) != len(ops):
-            raise ValueError(f"einsum: the formula {formula!r} has {len(inputs)} operands, {len(ops)} were given")
+            raise ArgumentError(f"einsum: the formula {formula!r} has {len(inputs)} operands, {len(ops)} were given")
         letters = {c for c in formula if c.isalpha()}
         # ... is a run of fresh letters, right-aligned across operands
         free = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz" if c not in letters]
@@ -519,7 +519,7 @@ class ReduceMixin:
             if not isinstance(t, Tensor):
                 raise TypeError(f"einsum: operand {i} is a {type(t).__name__}, not a Tensor")
             if len(spec) != t.ndim:
-                raise ValueError(f"einsum: operand {i} has {t.ndim} dims, its subscripts {spec!r} name {len(spec)}")
+                raise ArgumentError(f"einsum: operand {i} has {t.ndim} dims, its subscripts {spec!r} name {len(spec)}")
             while len(set(spec)) != len(spec):  # a letter twice: the diagonal of those dims
                 c = next(c for c in spec if spec.count(c) > 1)
                 a, b = spec.index(c), spec.index(c, spec.index(c) + 1)
@@ -532,7 +532,7 @@ class ReduceMixin:
             prepared.append((spec, t))
         for c in out:
             if c not in sizes:
-                raise ValueError(f"einsum: output subscript {c!r} does not appear in the inputs")
+                raise ArgumentError(f"einsum: output subscript {c!r} does not appear in the inputs")
         order = sorted(sizes)  # every letter, one dim each: multiply the operands broadcast over all of them
         dt = to_dtype(dtype) or least_upper_dtype(*(t.dtype for t in ops))
         acc: Tensor | None = None
