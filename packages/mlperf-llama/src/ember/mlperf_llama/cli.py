@@ -119,6 +119,8 @@ def build_parser() -> argparse.ArgumentParser:
     """The `ember-llama` argument parser and its subcommands."""
     parser = _Parser(prog="ember-llama", description="The MLPerf Llama 3.1 trainer on Ember. Pass "
                                      "--debug (anywhere) for the traceback of an error.")
+    parser.add_argument("--debug", action="store_true",
+                        help="print the traceback of an error (also DEBUG>=1); accepted anywhere on the line")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("train", help="train (no arguments: the embedded default run)",
                        description=TRAIN_PRECEDENCE)
