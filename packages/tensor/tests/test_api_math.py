@@ -389,3 +389,12 @@ def test_unbiased_type_sinc_erfc():
     assert x.type() == "float32"
     both(lambda v: v.sinc(), [np.concatenate([a.reshape(-1), [0.0]]).astype(np.float32)], 1e-5, 1e-6)
     both(lambda v: v.erfc(), [a], 1e-5, 2e-6)
+
+
+def test_einsum_broadcasts_size_one_dims():
+    a, b = normal((2, 1, 3, 4), 1), normal((5, 4, 2), 2)
+    both(lambda x, y: Tensor.einsum("...ij,...jk->...ik", x, y) if isinstance(x, Tensor) else
+         torch.einsum("...ij,...jk->...ik", x, y), [a, b], 1e-5, 1e-6)
+    c = normal((1, 3), 3)
+    both(lambda x, y: Tensor.einsum("ij,kj->ik", x, y) if isinstance(x, Tensor) else torch.einsum("ij,kj->ik", x, y),
+         [c, normal((4, 3), 4)], 1e-5, 1e-6)

@@ -525,10 +525,11 @@ class ReduceMixin:
                 a, b = spec.index(c), spec.index(c, spec.index(c) + 1)
                 t = t.diagonal(0, a, b)
                 spec = spec[:a] + spec[a + 1:b] + spec[b + 1:] + c
-            for c, n in zip(spec, t.shape):
-                if n != 1 and sizes.setdefault(c, n) != n:
+            for c, n in zip(spec, t.shape):  # (a size 1 broadcasts against any other)
+                if sizes.get(c, 1) == 1:
+                    sizes[c] = n
+                elif n not in (1, sizes[c]):
                     raise ShapeError(f"einsum: subscript {c!r} has size {n} in operand {i} and {sizes[c]} elsewhere")
-                sizes.setdefault(c, n)
             prepared.append((spec, t))
         for c in out:
             if c not in sizes:
