@@ -189,3 +189,16 @@ def test_the_8b_launch_script_asks_for_the_closed_values(tmp_path):
                                                                                              3.3)
     assert (cfg.global_batch_size, cfg.lr, cfg.warmup_steps, cfg.dp, cfg.dtype) == (32, 8e-4, 128, 8, "bfloat16")
     assert (cfg.beta1, cfg.beta2, cfg.eps, cfg.weight_decay, cfg.clip_norm) == (0.9, 0.95, 1e-5, 0.1, 1.0)
+
+
+def test_the_submission_command(tmp_path, capsys):
+    system_json = tmp_path / "extra.json"
+    system_json.write_text(json.dumps({"cooling": "liquid"}))
+    flags = [f"--{k.replace('_', '-')}={v}" for k, v in TINY.items() if not isinstance(v, bool)]
+    assert cli.main(["submission", "--output", str(tmp_path / "sub"), "--system", "box", "--runs", "2",
+                     "--system-json", str(system_json), "--in-process", "--fake-data", "--no-progress",
+                     *flags]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["statuses"] == ["aborted", "aborted"] and len(set(out["seeds"])) == 2
+    assert [Path(p).name for p in out["results"]] == ["result_0.txt", "result_1.txt"]
+    assert json.loads((tmp_path / "sub" / "systems" / "box.json").read_text())["cooling"] == "liquid"

@@ -92,7 +92,7 @@ def _submission(args: argparse.Namespace) -> int:
     overrides = json.loads(Path(args.system_json).read_text()) if args.system_json else None
     cfg = config_from_args(args, env=os.environ)
     result = launch_submission(cfg, args.output, args.system, runs=args.runs, division=args.division,
-                               status=args.status, system_overrides=overrides)
+                               status=args.status, system_overrides=overrides, in_process=args.in_process)
     print(json.dumps({"root": str(result.root), "results": [str(p) for p in result.result_files],
                       "seeds": result.seeds, "statuses": result.statuses}))
     return 0
@@ -159,6 +159,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--division", default="closed", choices=("closed", "open"), help="MLPerf division")
     p.add_argument("--status", default="Research, Development, or Internal (RDI)", help="system availability")
     p.add_argument("--system-json", default=None, help="JSON file of system description fields to fill in")
+    p.add_argument("--in-process", action="store_true", help="run each run in this process, not its own (small "
+                   "presets, tests)")
     p.set_defaults(run=_submission)
     return parser
 
