@@ -128,6 +128,22 @@ def _remainder_pads(ast: UOp, renderer: Renderer) -> list[Opt]:
     return pads
 
 
+class Chosen:
+    """The opts a heuristic picks, each applied to the kernel as it is picked (`kernel`: the kernel so far)."""
+
+    def __init__(self, ast: UOp):
+        self.kernel = ast
+        self.opts: list[Opt] = []
+
+    def add(self, opt: Opt) -> None:
+        self.kernel = apply_opt(self.kernel, opt)
+        self.opts.append(opt)
+
+    def axis(self, r: UOp) -> int:
+        """The opt axis of range r in the kernel so far."""
+        return kernel_ranges(self.kernel).index(r)
+
+
 # a kernel with fewer outputs than this cannot fill a GPU with one thread per output: its reduce is shared out
 GROUP_BELOW_OUTPUTS = 2048
 WORKGROUP_THREADS = 256  # threads a GPU heuristic puts in a workgroup, at most
@@ -140,15 +156,8 @@ def gpu_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
       it, else GROUPTOP: a contiguous chunk per thread);
     - the output axes go on the threads of the workgroup, the store's contiguous axis first (coalesced stores), up to
       256 threads in all with the group."""
-    opts: list[Opt] = []
-
-    def add(opt: Opt) -> None:
-        nonlocal ast
-        ast = apply_opt(ast, opt)
-        opts.append(opt)
-
-    def axis(r: UOp) -> int:
-        return kernel_ranges(ast).index(r)
+    chosen = Chosen(ast)
+    add, axis = chosen.add, chosen.axis
 
     rngs = kernel_ranges(ast)
     if sequential(rngs):  # (one thread runs it: see gpudims.sequential)
@@ -166,16 +175,16 @@ def gpu_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
             except KernelOptError:
                 continue
             budget //= TENSOR_CORES[index].threads
-            for r in reversed([r for r in kernel_ranges(ast) if r.arg[1] is AxisType.GLOBAL]):
+            for r in reversed([r for r in kernel_ranges(chosen.kernel) if r.arg[1] is AxisType.GLOBAL]):
                 amount = _divisor(range_size(r), tuple(a for a in (4, 2) if a <= budget))
                 if amount is not None:
                     add(Opt(OptOps.LOCAL, axis(r), amount))
                     budget //= amount
-            return opts
+            return chosen.opts
     out_work = 1
     for r in outputs:
         out_work *= range_size(r) or 1
-    if reduces and out_work < GROUP_BELOW_OUTPUTS and not nested_reduce(ast):
+    if reduces and out_work < GROUP_BELOW_OUTPUTS and not nested_reduce(chosen.kernel):
         # the innermost reduce axis that a workgroup of 8 or more threads divides, the most threads first
         amounts = tuple(a for a in (256, 128, 64, 32, 16, 8) if a <= budget)
         found = [(a, r) for r in reversed(reduces) if (a := _divisor(range_size(r), amounts)) is not None]
@@ -191,7 +200,7 @@ def gpu_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
         if amount is not None:
             add(Opt(OptOps.LOCAL, axis(r), amount))
             budget //= amount
-    return opts
+    return chosen.opts
 
 
 def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
@@ -217,15 +226,8 @@ def _hand_coded(ast: UOp, renderer: Renderer) -> list[Opt]:
     - otherwise: UPCAST the contiguous output axis by a vector, UNROLL a small innermost reduce.
     Then THREAD shares the outermost output axis across the cores when the kernel is big enough to pay for it.
     Amounts always divide the axis sizes; a size they cannot divide gets a smaller tile or none (or PADTO first)."""
-    opts: list[Opt] = []
-
-    def add(opt: Opt) -> None:
-        nonlocal ast
-        ast = apply_opt(ast, opt)
-        opts.append(opt)
-
-    def axis(r: UOp) -> int:
-        return kernel_ranges(ast).index(r)
+    chosen = Chosen(ast)
+    add, axis = chosen.add, chosen.axis
 
     rngs = kernel_ranges(ast)
     work = 1
@@ -263,14 +265,14 @@ def _hand_coded(ast: UOp, renderer: Renderer) -> list[Opt]:
             wide_rows = rows_a and all(a[other] == 1 for a in rows_a) and k * j_amt * 4 > L1_PANEL_BYTES
             i_amts = (16, 8, 4, 2) if wide_rows else (8, 4, 2)
             i_amt = _divisor(range_size(other), i_amts) if other is not None else None
-            pack = i_amt is not None and _worth_packing(ast, ld, other, tile_axis, j_amt, i_amt, renderer)
+            pack = i_amt is not None and _worth_packing(chosen.kernel, ld, other, tile_axis, j_amt, i_amt, renderer)
             if not pack and ld[tile_axis] != 1:
                 continue
             add(Opt(OptOps.UPCAST, axis(tile_axis), j_amt))
             if other is not None and i_amt is not None:
                 add(Opt(OptOps.UPCAST, axis(other), i_amt))
             if pack:  # the panel's outer axes before the rows, then the panel filled before their loop
-                trial, steps = ast, []
+                trial, steps = chosen.kernel, []
                 o = next(r for r in kernel_ranges(trial) if r.arg[0] == other.arg[0])
                 for g in [r for r in kernel_ranges(trial) if r.arg[1] is AxisType.GLOBAL and r.arg[0] > o.arg[0]]:
                     rs = kernel_ranges(trial)
@@ -283,8 +285,8 @@ def _hand_coded(ast: UOp, renderer: Renderer) -> list[Opt]:
                 except KernelOptError:  # (its panels do not fit: keep the tile as it is)
                     pass
                 else:
-                    ast = trial
-                    opts.extend(steps)
+                    chosen.kernel = trial
+                    chosen.opts.extend(steps)
             tiled = True
             break
     if not tiled and reduces and vec > 1:
@@ -303,14 +305,14 @@ def _hand_coded(ast: UOp, renderer: Renderer) -> list[Opt]:
         if contiguous_out is not None and (amt := _divisor(range_size(contiguous_out), (vec, 8, 4, 2))) is not None:
             add(Opt(OptOps.UPCAST, axis(contiguous_out), amt))
         # unroll the innermost reduce axis: fully when small, else by 4 or 2
-        rngs = kernel_ranges(ast)
+        rngs = kernel_ranges(chosen.kernel)
         red = [i for i, r in enumerate(rngs) if r.arg[1] is AxisType.REDUCE]
         if red and (size := range_size(rngs[red[-1]])) is not None and size >= 2:
             if (amt := size if size <= 8 else next((a for a in (4, 2) if size % a == 0), None)) is not None:
                 add(Opt(OptOps.UNROLL, red[-1], amt))
-    rngs = kernel_ranges(ast)
+    rngs = kernel_ranges(chosen.kernel)
     outs = [i for i, r in enumerate(rngs) if r.arg[1] is AxisType.GLOBAL]
     if renderer.has_threads and renderer.max_threads > 1 and outs and work >= 32768 and \
             (range_size(rngs[outs[0]]) or 0) >= 2:
         add(Opt(OptOps.THREAD, outs[0], renderer.max_threads))
-    return opts
+    return chosen.opts
