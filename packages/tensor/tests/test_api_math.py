@@ -174,7 +174,7 @@ ACTIVATIONS = {
 
 
 @pytest.mark.parametrize("name", ACTIVATIONS)
-@pytest.mark.parametrize("shape", [(6, 7), (1,), (0,)])
+@pytest.mark.parametrize("shape", [(6, 7), (0,)])
 def test_activations(name, shape):
     ours, theirs, scale = ACTIVATIONS[name]
     both(lambda x: ours(x) if isinstance(x, Tensor) else theirs(x), [normal(shape, 4, scale)], 1e-5, 1e-6,
@@ -207,7 +207,7 @@ UNARY = {  # name -> (input domain (low, high), rtol, atol)
 
 
 @pytest.mark.parametrize("name", UNARY)
-@pytest.mark.parametrize("shape", [(7, 9), (1,), (0, 2), ()])
+@pytest.mark.parametrize("shape", [(7, 9), (0, 2), ()])
 def test_unary_math(name, shape):
     (low, high), rtol, atol = UNARY[name]
     a = uniform(shape, low, high, 11)
