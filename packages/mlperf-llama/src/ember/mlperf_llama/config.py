@@ -273,6 +273,7 @@ ENV_VARS: dict[str, str] = {
 }
 _ENV_ZERO_IS_UNSET = frozenset({"LLAMA_LAYERS"})  # tinygrad: LLAMA_LAYERS=0 means "the preset's layer count"
 _ENV_OF_FIELD = {field_name: env_name for env_name, field_name in ENV_VARS.items()}
+_FILE_ONLY_FIELDS = frozenset({"config_file"})  # set by --config; its flag works but is not listed in --help
 
 FIELD_HELP: dict[str, str] = {
     "preset": f"model size, one of {', '.join(PRESET_NAMES)}",
@@ -340,6 +341,8 @@ def add_cli_arguments(parser: argparse.ArgumentParser) -> None:
         flag = "--" + spec.name.replace("_", "-")
         env_note = f"; env {_ENV_OF_FIELD[spec.name]}" if spec.name in _ENV_OF_FIELD else ""
         help_text = f"{FIELD_HELP[spec.name]} (default: {_FIELD_DEFAULTS[spec.name]!r}{env_note})".replace("%", "%%")
+        if spec.name in _FILE_ONLY_FIELDS:
+            help_text = argparse.SUPPRESS
         if spec.base is bool:
             parser.add_argument(flag, dest=spec.name, action=argparse.BooleanOptionalAction, default=None,
                                 help=help_text)
