@@ -226,3 +226,13 @@ def test_a_bad_max_size_names_the_variable(monkeypatch):
     monkeypatch.setenv("EMBER_CACHE_MAX_SIZE", "lots")
     with pytest.raises(ValueError, match=r"EMBER_CACHE_MAX_SIZE='lots': expected a size in bytes"):
         settings.EMBER_CACHE_MAX_SIZE.value  # noqa: B018
+
+
+def test_a_cache_folder_loses_the_temps_of_killed_writers_on_first_use(cache_root):
+    folder = cache_root / "sweep"
+    folder.mkdir(parents=True, mode=0o700)
+    os.chmod(cache_root, 0o700)
+    stale = folder / f".key.{2 ** 22 + 4321}{files.TEMP_MARK}abc.tmp"  # a pid no process has
+    stale.write_bytes(b"half an entry")
+    assert files.cache_folder("sweep") == folder
+    assert not stale.exists()

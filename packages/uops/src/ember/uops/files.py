@@ -79,6 +79,7 @@ def make_private_folder(path: str | os.PathLike[str]) -> Path:
 
 _warned: set[str] = set()
 _warned_lock = threading.Lock()
+_swept: set[Path] = set()  # cache folders this process has removed stale temps from
 
 
 def _warn_once(where: str, message: str) -> None:
@@ -92,15 +93,21 @@ def _warn_once(where: str, message: str) -> None:
 def cache_folder(name: str) -> Path | None:
     """The folder of cache `name` under `cache_root()` (`EMBER_CACHE_DIR`, default ~/.cache/ember), made private if
     missing; None, with a warning, when the root or the folder is refused (see make_private_folder) or cannot be made:
-    the caller then works without that cache."""
+    the caller then works without that cache. The first use in a process removes the temps killed writers left."""
     root = settings.cache_root()
     try:
         make_private_folder(root)
-        return make_private_folder(root / name)
+        folder = make_private_folder(root / name)
     except OSError as e:  # UnsafeFolderError included
         _warn_once(f"{root / name} {e}", f"ember cache: cannot write or trust {root / name} ({e}); running without "
                                      "this cache")
         return None
+    with _warned_lock:
+        first_use = folder not in _swept
+        _swept.add(folder)
+    if first_use:  # once per process: the temps of writes whose process was killed
+        remove_stale_temps(folder)
+    return folder
 
 
 # *** atomic writes ***
