@@ -340,3 +340,19 @@ def test_casts_to_ints_carry_no_gradient():
     a = np.array([1.5, -2.5, 0.2], np.float32)
     grads_match(lambda x: x.int().float() * 3 + x, a)
     grads_match(lambda x: x.bool().float() + x.half().float() * 2, a)
+
+
+@pytest.mark.parametrize("dev", ["CPU", "PYTHON"])
+def test_float16_rounds_after_every_op(dev):
+    # 100 * 100 * 100 overflows float16 at the second product, as in torch (the C compiler's excess precision kept it)
+    assert np.isinf(Tensor([100.0, 100.0, 100.0], dev).prod(dtype="float16").float().numpy())
+    a = np.array([300.0, 250.0], np.float32)
+    got = (Tensor(a, dev).half() * 300 - Tensor(a, dev).half() * 299).float().numpy()
+    want = (torch.tensor(a).half() * 300 - torch.tensor(a).half() * 299).float().numpy()
+    np.testing.assert_array_equal(got, want)
+
+
+def test_dtype_names_and_a_detached_constant():
+    assert Tensor([1, 2], dtype="int32").dtype == dtypes.int32
+    assert Tensor([1.5]).cast("uint8").dtype == dtypes.uint8
+    assert Tensor(3.0).detach().numpy() == 3.0

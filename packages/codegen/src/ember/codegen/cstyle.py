@@ -350,6 +350,9 @@ class CRenderer(CStyleLanguage):
                   Ops.EXP2: (dtypes.float32,)}
     mask_itemsize = 4
     mask_alu = frozenset({Ops.AND, Ops.OR, Ops.XOR, Ops.WHERE, Ops.ADD, Ops.MUL})  # (bool + and * are or, and)
+    # float16 math too, with a cast after each op: GCC evaluates _Float16 expressions in float (excess precision) and
+    # rounds only where it must, so a*b*c overflowed nowhere (PyTorch rounds every op)
+    compute_via_float32 = (dtypes.bfloat16, dtypes.float16)
     string_rewrite = c_rewrite + base_rewrite
 
     def render_dtype(self, dt: DType) -> str:

@@ -15,7 +15,7 @@ from ember.schedule import shard_axis as axis_of
 from ember.tensor import engine, realize
 from ember.tensor.ops import activation, creation, elementwise, indexing, movement, random, reduce
 from ember.tensor.ops import nn as nn_ops
-from ember.tensor.ops.args import canonical_device, normalize_axis
+from ember.tensor.ops.args import canonical_device, normalize_axis, to_dtype
 from ember.uops import DType, Ops, UOp, dtypes, from_numpy_dtype, prod, shard_bounds, to_numpy_dtype
 from ember.uops import gradient as uop_gradient
 
@@ -45,9 +45,10 @@ class Tensor(creation.CreationMixin, random.RandomMixin, movement.MovementMixin,
 
     __slots__ = ("uop", "requires_grad", "grad", "seq", "__weakref__")
 
-    def __init__(self, data: Any, device: str | None = None, dtype: DType | None = None,
+    def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None,
                  requires_grad: bool | None = None):
         # requires_grad: True (a leaf to differentiate), False (never), None (only if used where grads flow)
+        dtype = to_dtype(dtype)  # (a name: "int32", 'half')
         self.requires_grad: bool | None = requires_grad
         self.grad: Tensor | None = None
         self.seq = realize.next_seq()  # when it was made (or last assigned): program order for shared memory
@@ -200,8 +201,10 @@ class Tensor(creation.CreationMixin, random.RandomMixin, movement.MovementMixin,
         return Tensor(self.uop.contiguous())
 
     # *** conversions ***
-    def cast(self, dtype: DType) -> Tensor:
-        return self if dtype == self.dtype else Tensor(self.uop.cast(dtype))
+    def cast(self, dtype: DType | str) -> Tensor:
+        dt = to_dtype(dtype)
+        assert dt is not None
+        return self if dt == self.dtype else Tensor(self.uop.cast(dt))
 
     def float(self) -> Tensor:
         return self.cast(dtypes.float32)
@@ -260,7 +263,8 @@ class Tensor(creation.CreationMixin, random.RandomMixin, movement.MovementMixin,
 
     def detach(self) -> Tensor:
         """The same values, with no gradient flowing back through them."""
-        return Tensor(self.uop.detach(), requires_grad=False)
+        # (a constant has no gradient to stop: it stays a constant, which numpy() reads without a buffer)
+        return Tensor(self.uop if self.uop.op is Ops.CONST else self.uop.detach(), requires_grad=False)
 
     def assign(self, x: Any) -> Tensor:
         """Write x into this (realized) tensor's buffer: the Tensor keeps its identity, its value becomes x."""
