@@ -6,7 +6,7 @@
     dev.runtime("add", cubin)(out, a, b, global_size=(64,), local_size=(256,), vals=(n,), wait=True)
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 from ember.cuda_runtime.compiler import NVRTC, NVRTCCompiler, cubin_arch, cuda_include_dirs, load_nvrtc  # noqa: E402
 from ember.cuda_runtime.device import CUDAAllocator, CUDADevice, CUDAGraph, CUDAMemory, CUDAProgram  # noqa: E402
