@@ -296,3 +296,9 @@ def test_a_scatter_kernel_runs_on_one_thread():
     assert hand_coded_opts(ast, RENDERER) == [] and to_program(ast, RENDERER, None).local_size == (1, 1, 1)
     with pytest.raises(KernelOptError, match="sequential LOOP ranges"):
         to_program(ast, RENDERER, [Opt(OptOps.LOCAL, 0, 2)])
+
+
+def test_pack_is_refused_on_a_target_with_workgroups():
+    # a PACK panel is private to a CPU thread; a GPU's local memory is shared by the workgroup
+    with pytest.raises(KernelOptError, match="PACK stages a panel private to a CPU thread"):
+        to_program(matmul_ast(8, 12, 6), RENDERER, [Opt(OptOps.PACK, 0, 0)])

@@ -126,7 +126,8 @@ def _dims(rngs: list[UOp], maxes: tuple[int, ...], prefix: str) -> dict[UOp, UOp
 
 def gpu_dims(sink: UOp, renderer: Renderer) -> UOp:
     """The kernel with its GLOBAL ranges on workgroup ids and its LOCAL/GROUP_REDUCE ranges on thread ids."""
-    rngs = sorted({u for u in sink.toposort() if u.op is Ops.RANGE}, key=range_order)
+    nodes = sink.toposort()
+    rngs = sorted({u for u in nodes if u.op is Ops.RANGE}, key=range_order)
     if sequential(rngs):  # (its updates must not race: one thread runs the whole kernel)
         return sink
     known = [r for r in rngs if range_size(r) is not None]
@@ -136,7 +137,7 @@ def gpu_dims(sink: UOp, renderer: Renderer) -> UOp:
     if math.prod(range_size(r) for r in locals_) > renderer.max_workgroup_threads:
         raise ValueError(f"gpu_dims: {math.prod(range_size(r) for r in locals_)} threads in a workgroup, the target "
                          f"runs at most {renderer.max_workgroup_threads}")
-    shared = sum(u.dtype.size * u.dtype.base.itemsize for u in sink.toposort() if u.op is Ops.DEFINE_LOCAL)
+    shared = sum(u.dtype.size * u.dtype.base.itemsize for u in nodes if u.op is Ops.DEFINE_LOCAL)
     if shared > renderer.shared_max:
         raise ValueError(f"gpu_dims: the kernel's shared buffers take {shared} bytes, the target has "
                          f"{renderer.shared_max} per workgroup")
@@ -146,7 +147,7 @@ def gpu_dims(sink: UOp, renderer: Renderer) -> UOp:
         return sink
     # the mapped ranges leave the ENDs that closed their loops (an END left with none is its statement)
     ends = {}
-    for u in sink.toposort():
+    for u in nodes:
         if u.op is Ops.END and any(r in mapping for r in u.src[1:]):
             kept = tuple(r for r in u.src[1:] if r not in mapping)
             ends[u] = u.replace(src=(u.src[0], *kept)) if kept else u.src[0]

@@ -11,6 +11,7 @@ A REDUCE(value, *ranges) becomes
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 from ember.codegen.expand import pm_expand
@@ -126,15 +127,14 @@ def _via_float(x: UOp) -> UOp | None:
     return x.replace(dtype=dtypes.float32, src=src).cast(x.dtype)
 
 
+@functools.cache  # (one table per set of dtypes, built once)
 def pm_decompose(via_float32: tuple[DType, ...] = (dtypes.bfloat16,)) -> PatternMatcher:
-    """Math of the dtypes a target stores but does not compute in (bfloat16; float16 on some GPUs) runs in float32."""
-    return _decompose_cache.setdefault(via_float32, PatternMatcher([
+    """Math of the dtypes a target stores but does not compute in (bfloat16; float16 on the CPU and some GPUs) runs in
+    float32."""
+    return PatternMatcher([
         (UPat(GroupOp.ALU - GroupOp.Comparison - {Ops.WHERE}, dtype=via_float32, name="x"), _via_float),
         (UPat(GroupOp.Comparison, src=(UPat.var(dtype=via_float32), UPat.var()), name="x"), _via_float),
-    ]))
-
-
-_decompose_cache: dict[tuple[DType, ...], PatternMatcher] = {}
+    ])
 
 pm_sort_ends = PatternMatcher([
     (UPat(Ops.END, src=(UPat(Ops.STORE, src=(UPat(Ops.INDEX), UPat.var()), allow_any_len=True),),

@@ -204,12 +204,18 @@ def _upcast_or_unroll(ast: UOp, opt: Opt, rngs: list[UOp], r: UOp) -> UOp:
         raise KernelOptError(f"{opt}: {opt.op.name} needs an axis of kind {[k.name for k in want]}, got {kind.name}")
     if size is None or opt.amount < 2 or size % opt.amount:
         raise KernelOptError(f"{opt}: amount {opt.amount} must be >= 2 and divide the axis size {size}")
-    new_kind = AxisType.UPCAST if opt.op is OptOps.UPCAST else AxisType.UNROLL
-    if opt.amount == size:  # the whole axis: no split, only the kind changes
-        return ast.substitute({r: UOp.range(size, r.arg[0], new_kind)})
-    outer = UOp.range(size // opt.amount, r.arg[0], kind)
-    inner = UOp.range(opt.amount, max(x.arg[0] for x in rngs) + 1, new_kind)
-    return split_range(ast, r, outer, inner, opt.amount)
+    return split_off(ast, r, rngs, opt.amount, AxisType.UPCAST if opt.op is OptOps.UPCAST else AxisType.UNROLL)
+
+
+def split_off(ast: UOp, r: UOp, rngs: list[UOp], amount: int, kind: AxisType) -> UOp:
+    """The inner `amount` iterations of range r (a divisor of its size) as a new range of `kind`, the outer ones keep
+    r's id and kind; the whole axis (amount == size) only changes kind."""
+    size = range_size(r)
+    assert size is not None and size % amount == 0, f"split_off: {amount} does not divide {size}"
+    if amount == size:
+        return ast.substitute({r: UOp.range(size, r.arg[0], kind)})
+    outer = UOp.range(size // amount, r.arg[0], r.arg[1])
+    return split_range(ast, r, outer, UOp.range(amount, max(x.arg[0] for x in rngs) + 1, kind), amount)
 
 
 def _local(ast: UOp, opt: Opt, rngs: list[UOp], r: UOp) -> UOp:
@@ -217,11 +223,8 @@ def _local(ast: UOp, opt: Opt, rngs: list[UOp], r: UOp) -> UOp:
     if r.arg[1] is not AxisType.GLOBAL or size is None or opt.amount < 2 or size % opt.amount:
         raise KernelOptError(f"{opt}: LOCAL needs a GLOBAL axis whose size {size} the amount (>= 2) divides, axis "
                              f"{opt.axis} is {r.arg[1].name}")
-    if opt.amount == size:
-        return ast.substitute({r: UOp.range(size, r.arg[0], AxisType.LOCAL)})
     # the inner part on the threads: neighbouring threads take neighbouring elements (coalesced accesses)
-    return split_range(ast, r, UOp.range(size // opt.amount, r.arg[0], AxisType.GLOBAL),
-                       UOp.range(opt.amount, max(x.arg[0] for x in rngs) + 1, AxisType.LOCAL), opt.amount)
+    return split_off(ast, r, rngs, opt.amount, AxisType.LOCAL)
 
 
 def nested_reduce(ast: UOp) -> bool:
@@ -241,13 +244,12 @@ def _group(ast: UOp, opt: Opt, rngs: list[UOp], r: UOp) -> UOp:
                              f"axis {opt.axis} is {r.arg[1].name}")
     if nested_reduce(ast):
         raise KernelOptError(f"{opt}: {opt.op.name} does not apply to a kernel with a reduce inside another's loop")
+    if opt.op is OptOps.GROUP or opt.amount == size:
+        # element loop * amount + thread: each step reads one contiguous run across the threads
+        return split_off(ast, r, rngs, opt.amount, AxisType.GROUP_REDUCE)
+    # thread * chunk + element: one contiguous chunk per thread
     threads = UOp.range(opt.amount, max(x.arg[0] for x in rngs) + 1, AxisType.GROUP_REDUCE)
-    if opt.amount == size:
-        return ast.substitute({r: threads})
-    loop = UOp.range(size // opt.amount, r.arg[0], AxisType.REDUCE)
-    if opt.op is OptOps.GROUP:  # element loop * amount + thread: each step reads one contiguous run across the threads
-        return split_range(ast, r, loop, threads, opt.amount)
-    return split_range(ast, r, threads, loop, size // opt.amount)  # thread * chunk + element: one chunk per thread
+    return split_range(ast, r, threads, UOp.range(size // opt.amount, r.arg[0], AxisType.REDUCE), size // opt.amount)
 
 
 def _tc_source(v: UOp, tc: TensorCore) -> UOp | None:

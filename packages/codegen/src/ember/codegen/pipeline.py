@@ -50,6 +50,26 @@ _FLOP_OPS = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL, Op
                        Ops.MULACC})
 
 
+def check_target(ast: UOp, renderer: Renderer, opts: list[Opt]) -> None:
+    """KernelOptError for opts the target cannot run: GPU opts without workgroups, on a GPU opts for a kernel with
+    sequential LOOP ranges (it runs on one thread) and PACK (a panel private to a CPU thread), a tensor core the target
+    does not have."""
+    name = type(renderer).__name__
+    if gpu := [o for o in opts if o.op in GPU_OPTS]:
+        if not renderer.has_local:
+            raise KernelOptError(f"{gpu}: {name} has no workgroups (LOCAL/GROUP/GROUPTOP/TC are GPU opts)")
+        if sequential(kernel_ranges(ast)):
+            raise KernelOptError(f"{gpu}: the kernel has sequential LOOP ranges (a scatter): a GPU runs it on one "
+                                 "thread")
+    if renderer.has_local and (pack := [o for o in opts if o.op is OptOps.PACK]):
+        raise KernelOptError(f"{pack}: PACK stages a panel private to a CPU thread; {name} has workgroups (its local "
+                             "memory is shared)")
+    for o in opts:
+        if o.op is OptOps.TC and (o.amount not in range(len(TENSOR_CORES)) or
+                                  TENSOR_CORES[o.amount].name not in renderer.tensor_cores):
+            raise KernelOptError(f"{o}: {name} has the tensor cores {renderer.tensor_cores}")
+
+
 def to_program(ast: UOp, renderer: Renderer, opts: list[Opt] | None = None) -> ProgramSpec:
     """Compile a kernel AST (a SINK of END(STORE(INDEX(PARAM, idx), value), *ranges)) for `renderer`.
 
@@ -60,15 +80,7 @@ def to_program(ast: UOp, renderer: Renderer, opts: list[Opt] | None = None) -> P
         verify(ast, "kernel")
     if opts is None:
         opts = [] if settings.NOOPT.value else hand_coded_opts(ast, renderer)
-    if not renderer.has_local and (gpu := [o for o in opts if o.op in GPU_OPTS]):
-        raise KernelOptError(f"{gpu}: {type(renderer).__name__} has no workgroups (LOCAL/GROUP/GROUPTOP/TC are GPU "
-                             "opts)")
-    if renderer.has_local and (gpu := [o for o in opts if o.op in GPU_OPTS]) and sequential(kernel_ranges(ast)):
-        raise KernelOptError(f"{gpu}: the kernel has sequential LOOP ranges (a scatter): a GPU runs it on one thread")
-    for o in opts:
-        if o.op is OptOps.TC and (o.amount not in range(len(TENSOR_CORES)) or
-                                  TENSOR_CORES[o.amount].name not in renderer.tensor_cores):
-            raise KernelOptError(f"{o}: {type(renderer).__name__} has the tensor cores {renderer.tensor_cores}")
+    check_target(ast, renderer, opts)
     sink = apply_opts(ast, opts)
     sink = graph_rewrite(sink, symbolic, name="postopt symbolic")
     name = kernel_name(sink)

@@ -94,12 +94,10 @@ class JitFunction(Generic[R]):
 def _device_graph(captured: list[engine.Launch], inputs: list[Any]) -> Any | None:
     """The captured launches as one device's graph, when they all run on one device that has graphs."""
     devices = {b.device for _, _, bufs in captured for b in bufs}
-    if len(devices) != 1 or not captured:
-        return None
+    if len(devices) != 1 or any(k is not None and k.spec.vars for k, _, _ in captured):
+        return None  # (several devices, or symbolic kernels: replayed one by one)
     launches = [(k.program, bufs, k.spec.global_size, k.spec.local_size, ()) if k is not None else
                 (None, bufs, (1,), None, ()) for k, _, bufs in captured]
-    if any(k is not None and k.spec.vars for k, _, _ in captured):
-        return None  # (symbolic kernels are replayed one by one)
     return Device[devices.pop()].graph(launches, inputs)
 
 
