@@ -247,10 +247,15 @@ def guarded(key: str, text: str) -> str:
     return f"#ifndef EMB_{key}\n#define EMB_{key}\n{text}#endif\n"
 
 
+def bits_const(value: float, dt: DType) -> str:
+    """A float16 or bfloat16 constant for a target that stores the type as its 16 bits (an unsigned short)."""
+    bits = struct.unpack("<H", struct.pack("<e", float(value)))[0] if dt == dtypes.float16 else \
+        struct.unpack("<I", struct.pack("<f", float(value)))[0] >> 16  # (bfloat16: the top half of the float32)
+    return f"((unsigned short)0x{bits:04x})"
+
+
 def lane_const(ctx: RenderContext, value: int | float | bool, dt: DType) -> str:
-    if dt == dtypes.bfloat16:  # stored as its bits: the top half of the float32
-        return f"((unsigned short)0x{struct.unpack('I', struct.pack('f', float(value)))[0] >> 16:04x})"
-    return render_const(value, dt, ctx.ctype(dt))
+    return bits_const(value, dt) if dt == dtypes.bfloat16 else render_const(value, dt, ctx.ctype(dt))
 
 
 def vector_const(ctx: RenderContext, x: UOp) -> str | None:

@@ -11,20 +11,13 @@ is gpudims.py's.
 from __future__ import annotations
 
 import math
-import struct
 
-from ember.codegen.cstyle import C_TYPES, CStyleLanguage, RenderContext, base_rewrite, render_const
+from ember.codegen.cstyle import C_TYPES, CStyleLanguage, RenderContext, base_rewrite, bits_const, render_const
 from ember.uops import DType, Ops, PatternMatcher, PtrDType, UOp, UPat, dtypes
 
 # float16 and bfloat16 as their bits, each with its conversions to and from float32 (helpers in the preludes)
 _BITS_TO_F32 = {dtypes.bfloat16: "emb_bf16_to_f32", dtypes.float16: "emb_f16_to_f32"}
 _F32_TO_BITS = {dtypes.bfloat16: "emb_f32_to_bf16", dtypes.float16: "emb_f32_to_f16"}
-
-
-def bits_const(value: float, dt: DType) -> str:
-    bits = struct.unpack("<H", struct.pack("<e", float(value)))[0] if dt == dtypes.float16 else \
-        struct.unpack("<I", struct.pack("<f", float(value)))[0] >> 16  # (bfloat16: the top half of the float32)
-    return f"((unsigned short)0x{bits:04x})"
 
 
 def scalar_const(ctx: RenderContext, x: UOp) -> str:
