@@ -383,6 +383,34 @@ def test_cache_hit_reuses_npy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert not changed.loaded_from_cache and changed.cache_paths != paths
 
 
+def test_vocabulary_check_reads_every_token_once(tmp_path: Path) -> None:
+    # 200 sequences: a bad token where a check of 64 spread sequences (the old one) never looked
+    docs = [np.arange(5) + d % 50 for d in range(200)]
+    docs[1] = np.array([3, 4, 70, 5])
+    ds = write_dataset(tmp_path / "d", docs, "int32")
+    cache = tmp_path / "cache"
+    assert ds.token_range(cache) == (0, 70)
+    with pytest.raises(ValueError, match=r"d\.bin: token 70 at position 7 \(sequence 1, offset 2\) is outside the "
+                                         r"vocabulary of 60 ids \(0 to 59\)"):
+        ds.check_vocabulary(60, cache)
+    ds.check_vocabulary(71, cache)
+    (entry,) = cache.glob("*-tokens.json")
+    # the second open reads the cached range: no scan of the .bin
+    again = IndexedDataset(tmp_path / "d")
+    again._tokens = None  # type: ignore[assignment]  # (a scan would fail)
+    assert again.token_range(cache) == (0, 70)
+    # an edited entry fails verification: a warning, a fresh scan, the right answer
+    entry.write_bytes(entry.read_bytes().replace(b'"max_token": 70', b'"max_token": 10'))
+    with pytest.warns(UserWarning, match="corrupt or unreadable"):
+        assert IndexedDataset(tmp_path / "d").token_range(cache) == (0, 70)
+    # a rewritten dataset (another size/mtime/index) is scanned again
+    docs[1] = np.array([3, -2, 5])
+    ds = write_dataset(tmp_path / "d", docs, "int32")
+    with pytest.raises(ValueError, match=r"token -2 at position 6 \(sequence 1, offset 1\)"):
+        ds.check_vocabulary(71, cache)
+    assert write_dataset(tmp_path / "empty", []).token_range(cache) == (0, -1)
+
+
 def test_gpt_dataset_errors(tmp_path: Path) -> None:
     ds = write_dataset(tmp_path / "e", [[1, 2, 3]])
     with pytest.raises(ValueError, match="seq_length must be >= 1, got 0"):

@@ -10,7 +10,7 @@ import pytest
 from ember.mlperf_llama import cli
 from ember.mlperf_llama.config import TrainConfig
 from ember.mlperf_llama.corpus import unigram_entropy_of
-from ember.mlperf_llama.data import IndexedDataset
+from ember.mlperf_llama.data import IndexedDataset, IndexedDatasetWriter
 from ember.mlperf_llama.preprocess import preprocess
 from ember.mlperf_llama.tokenizer import TiktokenTokenizer, train_bpe
 from ember.mlperf_llama.train import evaluate, model_config, train
@@ -85,6 +85,33 @@ def test_resume_is_bit_identical(corpus, tmp_path):
     assert evaluate(config(corpus, tmp_path), str(ckpt)) == pytest.approx(first.evals[-1][1], rel=1e-6)
     with pytest.raises(ValueError, match="differs from the checkpoint"):
         train(config(corpus, tmp_path, train_samples=16, lr=5e-3, checkpoint_dir=str(ckpt), resume=True))
+
+
+def test_out_of_vocabulary_data_is_refused(corpus, tmp_path, capsys):
+    # one token beyond the model's vocabulary (4096) in the middle of the training data: refused before training,
+    # in one line naming the file, the position, the token and the vocabulary size
+    src = IndexedDataset(corpus / "toy_train_text_document")
+    docs = [np.asarray(src[i]) for i in range(len(src))]
+    docs[len(docs) // 2 + 1] = np.concatenate([docs[len(docs) // 2 + 1][:3], [4100], docs[len(docs) // 2 + 1][3:]])
+    with IndexedDatasetWriter(tmp_path / "bad_train", "int32") as writer:
+        for doc in docs:
+            writer.add_document(doc)
+    for suffix in (".bin", ".idx"):
+        (tmp_path / f"toy_validation_text_document{suffix}").write_bytes(
+            (corpus / f"toy_validation_text_document{suffix}").read_bytes())
+    cfg = config(corpus, tmp_path, data_dir=str(tmp_path), train_prefix="bad_train")
+    position = sum(len(d) for d in docs[:len(docs) // 2 + 1]) + 3
+    with pytest.raises(ValueError, match=rf"bad_train\.bin: token 4100 at position {position} \(sequence "
+                                         rf"{len(docs) // 2 + 1}, offset 3\) is outside the vocabulary of 4096 ids"):
+        train(cfg)
+    assert list((tmp_path / "cache" / "index").glob("*-tokens.json"))  # the scan is cached with the indices
+    assert cli.main(["train", "--layers", "1", "--data-dir", str(tmp_path), "--train-prefix", "bad_train",
+                     "--valid-prefix", "toy_validation_text_document", "--cache-dir", str(tmp_path / "cache"),
+                     "--batch-size", "2", "--seq-len", "16", "--eval-samples", "2", "--eval-batch-size", "2",
+                     "--no-progress"]) != 0
+    err = capsys.readouterr().err
+    last = err.strip().splitlines()[-1]  # (after the run's summary line)
+    assert "Traceback" not in err and "token 4100" in last and "vocabulary of 4096 ids" in last, err
 
 
 def test_target_reached_stops_with_success(corpus, tmp_path):

@@ -52,6 +52,7 @@ _HEADER_SIZE = _HEADER.size
 _INT32_MAX = int(np.iinfo(np.int32).max)
 # Rows per step when scanning index arrays, so a 45 M-sequence corpus never needs full-size temporaries.
 _CHUNK = 1 << 22
+_TOKEN_CHUNK = 1 << 24  # tokens per step of a scan of the .bin
 
 # Megatron-core's DType enum (indexed_dataset.py): code -> little-endian numpy dtype.
 DTYPE_CODES: dict[int, np.dtype[Any]] = {
@@ -398,6 +399,52 @@ class IndexedDataset:
             )
         start = int(self._pointers[index]) // self._dtype.itemsize + offset
         return np.asarray(self._tokens[start : start + length])
+
+    def token_range(self, cache_dir: str | Path | None = None) -> tuple[int, int]:
+        """(smallest, largest) token of the whole ``.bin``, or (0, -1) when it holds none. A full scan, done once:
+        with ``cache_dir`` the result is cached as a verified entry (ember.uops.files) keyed by the ``.bin``'s path,
+        size and mtime and the ``.idx``'s sha256, so a changed dataset is scanned again."""
+        if self._num_tokens == 0:
+            return (0, -1)
+        stat = self._bin_path.stat()
+        idx_sha = hashlib.sha256(np.ascontiguousarray(self._idx_map).data).hexdigest()
+        key = json.dumps({"class": "token_range", "format": 1, "bin": os.path.abspath(self._bin_path),
+                          "bin_size": stat.st_size, "bin_mtime_ns": stat.st_mtime_ns, "idx_sha256": idx_sha},
+                         sort_keys=True)
+        path = Path(cache_dir) / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}-tokens.json" if cache_dir else None
+        if path is not None and (entry := files.read_entry(path, key)) is not None:
+            try:
+                stored = json.loads(entry.payload)
+                return int(stored["min_token"]), int(stored["max_token"])
+            except (KeyError, TypeError, ValueError):
+                warnings.warn(f"IndexedDataset: the cached token range {path} is malformed; scanning again",
+                              stacklevel=2)
+        lo, hi = None, None
+        for start in range(0, self._num_tokens, _TOKEN_CHUNK):
+            chunk = self._tokens[start : start + _TOKEN_CHUNK]
+            c_lo, c_hi = int(chunk.min()), int(chunk.max())
+            lo, hi = c_lo if lo is None else min(lo, c_lo), c_hi if hi is None else max(hi, c_hi)
+        assert lo is not None and hi is not None
+        if path is not None and GPTDataset._usable_cache_dir(path.parent):
+            files.write_entry(path, key, json.dumps({"min_token": lo, "max_token": hi}, sort_keys=True).encode())
+        return lo, hi
+
+    def check_vocabulary(self, vocab_size: int, cache_dir: str | Path | None = None) -> None:
+        """ValueError (one line naming the ``.bin``, the position, the token and the vocabulary size) unless every
+        token is in ``[0, vocab_size)``. Reads every token once per dataset version (``token_range``'s cache)."""
+        lo, hi = self.token_range(cache_dir)
+        if lo >= 0 and hi < vocab_size:
+            return
+        for start in range(0, self._num_tokens, _TOKEN_CHUNK):  # the first bad token (only on the way to an error)
+            chunk = np.asarray(self._tokens[start : start + _TOKEN_CHUNK]).astype(np.int64)
+            if (bad := np.flatnonzero((chunk < 0) | (chunk >= vocab_size))).size:
+                position = start + int(bad[0])
+                sequence = int(np.searchsorted(self._pointers // self._dtype.itemsize, position, side="right")) - 1
+                offset = position - int(self._pointers[sequence]) // self._dtype.itemsize
+                raise ValueError(f"{self._bin_path}: token {int(chunk[bad[0]])} at position {position} (sequence "
+                                 f"{sequence}, offset {offset}) is outside the vocabulary of {vocab_size} ids "
+                                 f"(0 to {vocab_size - 1}); use the tokenizer/preset the data was made with")
+        raise AssertionError(f"token_range of {self._bin_path} said [{lo}, {hi}], the scan found no bad token")
 
     def __repr__(self) -> str:
         return f"IndexedDataset({str(self._prefix)!r}, sequences={len(self)}, tokens={self._num_tokens})"

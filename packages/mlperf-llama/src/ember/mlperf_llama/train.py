@@ -98,10 +98,11 @@ def load_data(cfg: TrainConfig, vocab_size: int) -> Data:
     train_prefix, valid_prefix = dataset_prefixes(cfg)
     cache = cfg.resolved_cache_dir / "index"
     train_ds, valid_ds = IndexedDataset(train_prefix), IndexedDataset(valid_prefix)
-    for name, ds in (("train", train_ds), ("validation", valid_ds)):
-        if len(ds) and (top := int(max(int(ds[i].max(initial=0)) for i in _probe(len(ds))))) >= vocab_size:
-            raise ValueError(f"train: the {name} data holds token id {top}, the model's vocabulary has only "
-                             f"{vocab_size} (preset {cfg.preset!r}); use a matching tokenizer/preset")
+    for ds in (train_ds, valid_ds):  # every token, once per dataset version (cached with the indices)
+        try:
+            ds.check_vocabulary(vocab_size, cache)
+        except ValueError as e:
+            raise ValueError(f"train: {e} (preset {cfg.preset!r})") from None
     # evaluation reads each validation sequence once: one unshuffled pass must hold eval_samples of them
     if (available := (valid_ds.num_tokens - 1) // cfg.seq_len) < cfg.eval_samples:
         raise ValueError(f"train: the validation data ({valid_prefix}) gives {available} sequences of "
@@ -111,10 +112,6 @@ def load_data(cfg: TrainConfig, vocab_size: int) -> Data:
     valid = GPTDataset(valid_ds, cfg.seq_len, cfg.eval_samples, seed=cfg.effective_data_seed, shuffle=False,
                        cache_dir=cache)
     return Data(vocab_size, train, valid)
-
-
-def _probe(n: int) -> range:
-    return range(0, n, max(1, n // 64))  # a cheap vocabulary check on a spread of sequences
 
 
 def dataset_prefixes(cfg: TrainConfig) -> tuple[Path, Path]:

@@ -27,6 +27,8 @@ live: weakref.WeakSet[Tensor] = weakref.WeakSet()  # every Tensor alive: a reali
 _program_order = itertools.count()
 # a realized tensor on a gradient path -> the graph that computed it (lives as long as the realized view)
 _graph_of: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
+# an int buffer filled from host data (Tensor(list or numpy)) -> the (min, max) of that data, until it is written
+_host_range: weakref.WeakKeyDictionary[UOp, tuple[int, int]] = weakref.WeakKeyDictionary()
 
 
 def next_seq() -> int:
@@ -56,6 +58,11 @@ def realize_all(tensors: Sequence[Tensor]) -> None:
     becomes = engine.realize_uops(list(dict.fromkeys(t.uop for t in todo)), frozenset(t.uop for t in live))
     leaves = {t.uop for t in live if t.requires_grad}
     done = {old: new for old, new in becomes.items() if new is not old}
+    for old in done:  # memory written by an assign no longer holds the host data it was filled with
+        if old.op is Ops.ASSIGN:
+            for target in assign_targets(old):
+                _host_range.pop(target, None)
+                _host_range.pop(storage(target)[0], None)
     # a leaf realized here is a leaf still (its realized buffer, not the graph that initialized it)
     leaf_done = {old: new for old, new in done.items() if old in leaves}
     for old, new in done.items():
@@ -140,6 +147,32 @@ def _distinct_storage(todo: list[Tensor]) -> list[Tensor]:
             extra.append(t)
     ids = {id(t) for t in todo}
     return [t for t in extra if id(t) not in ids]
+
+
+# *** index values known on the host ***
+def note_host_range(buf: UOp, lo: int, hi: int) -> None:
+    """Record that BUFFER `buf` was just filled from host data whose values span [lo, hi] (an int tensor made from a
+    list or numpy array): index checks read it without touching the device."""
+    _host_range[buf] = (lo, hi)
+
+
+_VALUE_PRESERVING = (Ops.RESHAPE, Ops.SHRINK, Ops.PERMUTE, Ops.EXPAND, Ops.FLIP, Ops.CONTIGUOUS, Ops.DETACH, Ops.COPY)
+
+
+def host_range(u: UOp) -> tuple[int, int] | None:
+    """Bounds (min, max) of the values of u known on the host without running or waiting for anything: u is a
+    constant, or a view (or copy) of int buffers filled from host data and not written since. None when unknown (a
+    value computed on the device, lazy or realized). The bounds hold for the whole buffer under a view: a superset."""
+    while u.op in _VALUE_PRESERVING:
+        u = u.src[0]
+    if u.op is Ops.CONST and isinstance(u.arg, int):
+        return (u.arg, u.arg)
+    if u.op is Ops.MSTACK:
+        parts = [host_range(p) for p in u.src]
+        if any(p is None for p in parts):
+            return None
+        return min(p[0] for p in parts if p), max(p[1] for p in parts if p)
+    return _host_range.get(u) if u.op is Ops.BUFFER else None
 
 
 # *** autograd through realized tensors ***

@@ -30,6 +30,8 @@ def _buffer_from_numpy(arr: np.ndarray, device: str | tuple[str, ...]) -> UOp:
     buf = UOp(Ops.BUFFER, dtype, (UOp.unique(), UOp(Ops.DEVICE, arg=device)), arr.size)
     if arr.size:
         engine.buffer_for(buf).copyin(memoryview(np.ascontiguousarray(arr)).cast("B"))
+        if arr.dtype.kind in "iu":  # ids known on the host: index checks need no device round trip
+            realize.note_host_range(buf, int(arr.min()), int(arr.max()))
     return buf.reshape(arr.shape)
 
 

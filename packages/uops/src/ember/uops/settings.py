@@ -121,13 +121,15 @@ EMBER_CACHE_MAX_SIZE = Flag("EMBER_CACHE_MAX_SIZE", 4 << 30, _size,
                             "recently used entries are deleted (e.g. 500M, 4G; default 4G)")
 MULTI_ALLREDUCE = Flag("MULTI_ALLREDUCE", "", _choice("naive", "ring"),
                        "the allreduce of the multi-device stage: naive or ring (empty: by size and device count)")
+CHECK_INDICES = Flag("CHECK_INDICES", False, _bool,
+                     "validate the ids of embedding/gather/scatter/index_select/one_hot/cross-entropy/indexing on the "
+                     "device (a min/max reduce and a sync per op) where they are not known on the host")
 RING_ALLREDUCE_THRESHOLD = Flag("RING_ALLREDUCE_THRESHOLD", 4 << 20, _int(0),
                                 "bytes from which an automatic allreduce over 3 or more devices is a ring")
 
 FLAGS: dict[str, Flag[Any]] = {f.name: f for f in (DEBUG, BEAM, NOOPT, TC, SPEC, CACHE, CODEGEN_WORKERS, DEV, CC,
                                                       OMP_NUM_THREADS, EMBER_CACHE_DIR, EMBER_CACHE_MAX_SIZE,
-                                                      MULTI_ALLREDUCE,
-                                                      RING_ALLREDUCE_THRESHOLD)}
+                                                      MULTI_ALLREDUCE, RING_ALLREDUCE_THRESHOLD, CHECK_INDICES)}
 
 
 @contextmanager

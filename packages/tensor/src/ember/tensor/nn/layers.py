@@ -7,6 +7,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from ember.tensor.ops.indexing import check_ids
 from ember.tensor.ops.nn import Reduction
 from ember.tensor.tensor import Tensor
 from ember.uops import dtypes
@@ -33,10 +34,14 @@ def rmsnorm(x: Tensor, axis: int = -1, eps: float = 1e-6) -> Tensor:
 
 
 def embedding(idx: Tensor, weight: Tensor) -> Tensor:
-    """Rows of `weight` picked by the integer tensor `idx`: shape idx.shape + (dim,)."""
+    """Rows of `weight` picked by the integer tensor `idx`: shape idx.shape + (dim,). An id outside [0, vocab) is an
+    IndexError where the ids are known on the host or under CHECK_INDICES=1 (see `check_ids`); else its row is zeros."""
     if not dtypes.is_int(idx.dtype):
         raise TypeError(f"embedding: indices must be an integer tensor, got {idx.dtype!r}")
+    if weight.ndim != 2:
+        raise ValueError(f"embedding: weight must be 2-d (vocab, dim), got shape {weight.shape}")
     vocab, dim = weight.shape
+    check_ids(idx, vocab, "embedding: ", what=f"for a vocabulary of {vocab}")
     onehot = idx.reshape(*idx.shape, 1) == Tensor.arange(vocab, device=idx.device).reshape(*(1,) * idx.ndim, vocab)
     return onehot.cast(weight.dtype) @ weight
 

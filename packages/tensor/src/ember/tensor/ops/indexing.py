@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ember.tensor import realize
 from ember.tensor.ops.args import ArgumentError, IndexRangeError, ShapeError, normalize_axis
-from ember.uops import Ops, broadcast_shape, dtypes
+from ember.uops import Ops, broadcast_shape, dtypes, settings
 
 if TYPE_CHECKING:  # at run time ember.tensor.tensor binds Tensor here: it is the class built on this mixin
     from ember.tensor.tensor import Tensor
@@ -57,18 +58,40 @@ def _unindex_dim(x: Tensor, dim: int, k: int | slice, size: int) -> Tensor:
     return x.flip(dim) if flip else x
 
 
+def check_ids(ids: Tensor, size: int, op: str, *, low: int = 0, ignore: int | None = None,
+              error: type[Exception] = IndexRangeError, what: str = "") -> None:
+    """Raise `error` naming `op`, the first bad id and the valid range when the int tensor `ids` holds a value outside
+    [low, size) (other than `ignore`), as PyTorch raises where Ember's one-hot kernels would give zeros.
+
+    The ids are checked where they are known on the host (`realize.host_range`: a constant, or a view or copy of an int
+    tensor made from a list or numpy array and not written since: no device work), and with CHECK_INDICES=1 also where
+    they are computed on the device (a min/max reduce, realized: a sync). Otherwise they are not checked: a lazy result
+    is never waited for just to check it. `what` describes the range in the message (default: "for dim size n")."""
+    if not dtypes.is_int(ids.dtype) or ids.numel() == 0:
+        return
+    bounds = realize.host_range(ids.uop)
+    if bounds is None:
+        if not settings.CHECK_INDICES.value:
+            return
+        bounds = tuple(int(v) for v in ids.min().cast(dtypes.int64).reshape(1).cat(
+            ids.max().cast(dtypes.int64).reshape(1)).numpy())
+    lo, hi = bounds
+    if low <= lo and hi < size:
+        return
+    # out of range somewhere (in a buffer this is a view of, or only the ignored id): the values decide
+    values = ids.numpy().reshape(-1).astype(np.int64)
+    bad = values[((values < low) | (values >= size)) & (values != ignore if ignore is not None else True)]
+    if bad.size:
+        raise error(f"{op}index {int(bad[0])} is out of range {what or f'for dim size {size}'} (valid: {low} to "
+                    f"{size - 1}; index out of bounds)")
+
+
 def _check_index_bounds(index: Tensor, size: int, dim: int, low: int | None = None, what: str = "") -> None:
     """IndexError for an int index tensor with a value outside [low, size), low = -size by default (numpy's negative
-    indices; gather takes none: there it is an IndexRangeError, also the RuntimeError of torch). It reads the index
-    values: a sync."""
-    if not dtypes.is_int(index.dtype) or index.numel() == 0:
-        return
-    values = index.numpy()
-    lo, hi = int(values.min()), int(values.max())
-    if lo < (-size if low is None else low) or hi >= size:
-        bad = hi if hi >= size else lo
-        error = IndexRangeError if what else IndexError
-        raise error(f"{what}index {bad} is out of range for dim {dim} of size {size} (index out of bounds)")
+    indices; gather takes none: there it is an IndexRangeError, also the RuntimeError of torch); see check_ids for
+    when the values are read."""
+    check_ids(index, size, what, low=-size if low is None else low, error=IndexRangeError if what else IndexError,
+              what=f"for dim {dim} of size {size}")
 
 
 def _is_mask(k: Any) -> bool:
@@ -488,6 +511,7 @@ class IndexingMixin:
             num_classes = int(self.max().item()) + 1 if self.numel() else 0
         if not isinstance(num_classes, int) or num_classes < 0:
             raise ArgumentError(f"one_hot: num_classes must be a non-negative int or -1, got {num_classes!r}")
+        check_ids(self, num_classes, "one_hot: class ", what=f"for num_classes {num_classes}")  # type: ignore[arg-type]
         ramp = Tensor.arange(num_classes, device=self.device)
         return (self.cast(dtypes.int32).unsqueeze(-1) == ramp).cast(dtypes.int64)
 

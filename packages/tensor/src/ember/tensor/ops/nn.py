@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from ember.tensor.ops.args import normalize_axis, shape_args, to_dtype
+from ember.tensor.ops.indexing import check_ids
 from ember.uops import DType, dtypes, prod
 
 if TYPE_CHECKING:  # at run time ember.tensor.tensor binds Tensor here: it is the class built on this mixin
@@ -695,6 +696,7 @@ class NNMixin:
         if not 0 <= label_smoothing <= 1:
             raise ValueError(f"{op}: label_smoothing must be in [0, 1], got {label_smoothing!r}")
         n = self.shape[-1]
+        check_ids(Y, n, f"{op}: label ", ignore=ignore_index, error=IndexError, what=f"for {n} classes")
         logp = self.log_softmax(-1)
         keep = Y != ignore_index
         onehot = (Y.reshape(*Y.shape, 1) == Tensor.arange(n, device=Y.device)).cast(logp.dtype)
@@ -724,6 +726,7 @@ class NNMixin:
         if Y.shape != self.shape[:cdim] + self.shape[cdim + 1:]:
             raise ValueError(f"{op}: target shape {Y.shape} does not match the input {self.shape} without its class "
                              f"dim {cdim}")
+        check_ids(Y, n, f"{op}: target ", ignore=ignore_index, error=IndexError, what=f"for {n} classes")
         cshape = tuple(n if i == cdim else 1 for i in range(self.ndim))
         onehot = (Y.unsqueeze(cdim) == Tensor.arange(n, device=Y.device).reshape(cshape)).cast(self.dtype)
         keep = Y != ignore_index
