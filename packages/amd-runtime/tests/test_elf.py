@@ -310,3 +310,39 @@ def test_bad_descriptors():
         KernelDescriptor(compute_pgm_rsrc2=0x4, kernel_code_properties=0xA).validate()
     with pytest.raises(ValueError, match="need 64 bytes"):
         KernelDescriptor.from_bytes(bytes(10))
+
+
+# *** the compile cache holds only AMDGPU code objects ***
+@pytest.mark.parametrize("payload", ["cpu-elf", "cubin-machine", "other-arch", "junk"])
+def test_a_cached_entry_that_is_no_amdgpu_code_object_is_rebuilt(tmp_path, monkeypatch, payload):
+    # a well-formed cache entry (right key and checksum) holding a CPU shared object, an ELF whose e_machine is not
+    # EM_AMDGPU (224), a code object of another arch, or junk: refused before it is loaded, built again, replaced
+    from ember.amd_runtime.comgr import HIPCompiler
+    from ember.runtime import Compiler
+    from ember.runtime.cpu import CPUCompiler
+    from ember.uops import files
+
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("CACHE", raising=False)
+    good = _tiny("gfx942")[0]
+
+    class Backend(Compiler):  # stands in for comgr/clang: the code object they would make
+        runs = 0
+
+        def compile(self, src):
+            Backend.runs += 1
+            return good
+
+    comp = HIPCompiler.__new__(HIPCompiler)
+    comp.arch, comp.backend, comp.flags = "gfx942", Backend("test backend"), ()
+    Compiler.__init__(comp, "hip test gfx942")
+    assert comp.compile_cached("k") == good and Backend.runs == 1
+    planted = {"cpu-elf": CPUCompiler().compile("int f(void) { return 1; }\n"),
+               "cubin-machine": good[:18] + (190).to_bytes(2, "little") + good[20:],  # e_machine EM_CUDA
+               "other-arch": _tiny("gfx950")[0],
+               "junk": b"\x7fELF" + bytes(60)}[payload]
+    key = comp.cache_key("k")
+    files.write_entry(comp.cache_path("k"), key, planted, {"kind": "library"})
+    with pytest.warns(UserWarning, match="is corrupt"):
+        assert comp.compile_cached("k") == good
+    assert Backend.runs == 2 and files.read_entry(comp.cache_path("k"), key).payload == good

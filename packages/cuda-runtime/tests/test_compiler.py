@@ -89,3 +89,26 @@ def test_bad_arch_and_missing_nvrtc(tmp_path, monkeypatch):
     monkeypatch.setenv("NVRTC_PATH", str(tmp_path / "libnvrtc.so.13"))
     with pytest.raises(RuntimeError, match=r"libnvrtc was not found.*NVRTC_PATH.*Tried:\n  .*libnvrtc\.so\.13"):
         load_nvrtc()
+
+
+@pytest.mark.parametrize("payload", ["cpu-elf", "sm_80-cubin", "amdgpu-elf", "junk"])
+def test_a_cached_entry_that_is_no_cubin_for_the_arch_is_rebuilt(cache_dir, payload, monkeypatch):
+    # a well-formed entry (right key, right checksum) holding a shared object of another machine, a cubin of another
+    # SM, or junk: refused before it is loaded (a warning), compiled again, replaced
+    from ember.runtime.cpu import CPUCompiler
+    from ember.uops import files
+
+    comp = NVRTCCompiler("sm_90")
+    cubin = comp.compile_cached(ADD)
+    planted = {"cpu-elf": CPUCompiler().compile("int f(void) { return 1; }\n"),
+               "sm_80-cubin": NVRTCCompiler("sm_80").compile(ADD),
+               "amdgpu-elf": cubin[:18] + (224).to_bytes(2, "little") + cubin[20:],  # e_machine EM_AMDGPU
+               "junk": b"\x7fELF" + bytes(60)}[payload]
+    key = comp.cache_key(ADD)
+    files.write_entry(comp.cache_path(ADD), key, planted, {"kind": "library"})
+    runs = []
+    real = comp.nvrtc.compile
+    monkeypatch.setattr(comp.nvrtc, "compile", lambda *a, **k: runs.append(a) or real(*a, **k))
+    with pytest.warns(UserWarning, match="is corrupt"):
+        assert comp.compile_cached(ADD) == cubin
+    assert len(runs) == 1 and files.read_entry(comp.cache_path(ADD), key).payload == cubin

@@ -86,6 +86,10 @@ class ClangCompiler(Compiler):
         self.clang, self.lld = clang, lld
         super().__init__(f"hip clang {major} {clang} {lld} {arch}")
 
+    def check_binary(self, lib: bytes) -> None:
+        """A cached code object must be an AMDGPU one for this arch (e_machine EM_AMDGPU), as `compile` checks."""
+        elf.load_code_object(lib, _base_arch(self.arch))
+
     def compile(self, src: str) -> bytes:
         base = _base_arch(self.arch)
         with tempfile.TemporaryDirectory(prefix="ember-hip-") as tmp:

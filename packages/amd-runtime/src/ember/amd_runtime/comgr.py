@@ -284,6 +284,13 @@ def comgr_available(arch: str | None = None) -> bool:
         return False
 
 
+def check_code_object(lib: bytes, arch: str) -> None:
+    """ValueError unless `lib` is an AMDGPU code object for `arch` (ELF64, e_machine EM_AMDGPU = 224, the HSA OS ABI,
+    its mach, well-formed kernel descriptors): what the AMD compilers make, checked on a compile-cache entry before
+    it is loaded (a wrong one is rebuilt with a warning, see ember.runtime.compiler)."""
+    elf.load_code_object(lib, arch.split(":")[0])
+
+
 class ComgrCompiler(Compiler):
     """HIP source to a code object for `arch` through comgr; cached on disk by comgr's version and the arch. The
     result is checked to be an AMDGPU code object for `arch`."""
@@ -294,6 +301,9 @@ class ComgrCompiler(Compiler):
         self.arch, self.comgr = arch, comgr or load_comgr()
         major, minor = self.comgr.version
         super().__init__(f"hip comgr {major}.{minor} {Path(self.comgr.path).name} {arch}")
+
+    def check_binary(self, lib: bytes) -> None:
+        check_code_object(lib, self.arch)
 
     def compile(self, src: str) -> bytes:
         lib = self.comgr.compile_hip(src, self.arch)
@@ -320,6 +330,9 @@ class HIPCompiler(Compiler):
             self.backend = ClangCompiler(arch)
         self.flags = self.backend.flags
         super().__init__(self.backend.cachekey)
+
+    def check_binary(self, lib: bytes) -> None:
+        check_code_object(lib, self.arch)
 
     def compile(self, src: str) -> bytes:
         return self.backend.compile(src)

@@ -204,6 +204,11 @@ class NVRTCCompiler(Compiler):
         folder = self.cache_path("").parent.parent / f"nvrtc-{self.nvrtc.version_text()}-include"
         return (f"-I{self.nvrtc.install_bundled_headers(folder)}",)
 
+    def check_binary(self, lib: bytes) -> None:
+        """A cached cubin must be what `compile` makes: a 64-bit ELF with e_machine EM_CUDA (190) for this SM."""
+        if (sm := cubin_arch(lib)) != self.sm:
+            raise ValueError(f"a cubin for sm_{sm}, not {self.arch}")
+
     def compile(self, src: str) -> bytes:
         """The cubin of `src` (NVRTC's warnings dropped); a rejected source raises CompileError with the log."""
         cubin, _ = self.nvrtc.compile(src, (*self.flags, *self._header_flags(src)))
