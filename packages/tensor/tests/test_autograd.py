@@ -142,3 +142,35 @@ def test_errors():
         (x * 2.0).sum().gradient(other)
     with pytest.raises(ValueError, match="`gradient` has shape"):
         (x * 2.0).backward(Tensor.ones(4))
+
+
+@pytest.mark.parametrize("order", ["detached first", "twin first", "detach of a realized twin", "lazy reader"])
+def test_a_realized_detached_tensor_passes_no_gradient_beside_its_twin(order):
+    # y = 2x and z = y.detach() share their values (and, once realized, their memory), but only y carries x's
+    # gradient: d/dx sum(z * y) = 2 z, as PyTorch gives, whichever of them is realized first
+    xn = np.array([1.0, -2.0, 3.0], np.float32)
+    x = Tensor(xn, requires_grad=True)
+    y = x * 2
+    if order == "detached first":
+        z = y.detach().realize()
+    elif order == "twin first":
+        z = y.detach()
+        y.realize()
+        z.realize()
+    elif order == "detach of a realized twin":
+        y.realize()
+        z = y.detach().realize()
+    else:
+        z = y.detach()
+        w = z * 1.5  # lazy, made before z is realized: it reads z's realized value afterwards
+        z.realize()
+    loss = ((w / 1.5) if order == "lazy reader" else z) * y
+    loss.sum().backward()
+    xt = torch.tensor(xn, requires_grad=True)
+    yt = xt * 2
+    (yt.detach() * yt).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(z.numpy(), 2 * xn)
+    # and a gradient still flows through the twin alone
+    (gx,) = (y * y).sum().gradient(x)
+    np.testing.assert_allclose(gx.numpy(), 8 * xn, rtol=1e-6)

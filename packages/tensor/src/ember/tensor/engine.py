@@ -347,8 +347,15 @@ def buffer_base(view: UOp) -> UOp | None:
     return view if view.op in (Ops.BUFFER, Ops.BUFFER_VIEW) else None
 
 
+def _undetached(view: UOp) -> UOp:
+    while view.op is Ops.DETACH:  # (a detached realized tensor reads the same memory)
+        view = view.src[0]
+    return view
+
+
 def buffers_of(view: UOp) -> list[Buffer]:
     """The device buffers of a realized tensor: one, or one per device of a multi-device tensor (MSTACK)."""
+    view = _undetached(view)
     bases = [buffer_base(p) for p in (view.src if view.op is Ops.MSTACK else (view,))]
     if any(b is None for b in bases):
         raise ValueError(f"buffers_of: the tensor ({view.op}) is not realized")
@@ -357,6 +364,7 @@ def buffers_of(view: UOp) -> list[Buffer]:
 
 def copyout_bytes(view: UOp) -> bytearray:
     """The raw bytes of a realized tensor (any dtype)."""
+    view = _undetached(view)
     base = buffer_base(view)
     assert base is not None, f"copyout: {view.op} is not realized"
     out = bytearray(base.shape[0] * base.dtype.itemsize)
@@ -367,6 +375,7 @@ def copyout_bytes(view: UOp) -> bytearray:
 
 def copyout(view: UOp) -> Any:
     """The host copy (numpy) of a realized tensor (of a multi-device one: its parts put together)."""
+    view = _undetached(view)
     if view.op is Ops.MSTACK:
         parts = [copyout(p) for p in view.src]
         return parts[0] if view.arg is None else np.concatenate(parts, axis=view.arg)

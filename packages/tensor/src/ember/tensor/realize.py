@@ -37,7 +37,10 @@ def next_seq() -> int:
 
 
 def is_realized(u: UOp) -> bool:
-    """Whether u lives in buffers: a (reshaped) buffer, or a multi-device value of such parts."""
+    """Whether u lives in buffers: a (reshaped) buffer, or a multi-device value of such parts, or such a value detached
+    (the same memory, read with no gradient path)."""
+    while u.op is Ops.DETACH:
+        u = u.src[0]
     if u.op is Ops.MSTACK:
         return all(engine.buffer_base(p) is not None for p in u.src)
     return engine.buffer_base(u) is not None
@@ -68,6 +71,11 @@ def realize_all(tensors: Sequence[Tensor]) -> None:
     for old, new in done.items():
         if leaves and old not in leaves and old.op is not Ops.ASSIGN and _reaches(old, leaves):
             _graph_of[new] = old.substitute(leaf_done) if leaf_done else old  # backward looks through the buffer
+    # a value with no gradient path (a detached twin) that got the buffer of one with a gradient path reads it through
+    # a DETACH: backward looks through the twin's buffer into its graph, and stops at the DETACH
+    for old, new in done.items():
+        if new in _graph_of and _graph_of[new] is not old and not _reaches(old, leaves):
+            done[old] = new.detach()
     # every live tensor now reads the buffers: a realized value (or an assign) is never computed again. Not a tensor
     # made after a write that reads the memory written: its (hash-consed) graph may equal one computed before it
     for t in list(live):

@@ -177,7 +177,9 @@ class Tensor(creation.CreationMixin, random.RandomMixin, movement.MovementMixin,
         for i, d in enumerate(devs):
             part = self.uop if axis is None else self.uop.shrink(shard_bounds(self.shape, axis, i, n))
             # (a buffer stays where it is only as shard_'s own: another tensor's would be one replica written alone)
-            parts.append(part.copy_to_device(d) if d != self.device or realize.is_realized(part) else part)
+            # (shard_ passes its own buffer detached: that one stays; as before realize counted a detached buffer)
+            parts.append(part.copy_to_device(d) if d != self.device or (part.op is not Ops.DETACH and
+                                                                         realize.is_realized(part)) else part)
         return Tensor(UOp.mstack(parts, axis))
 
     def shard_(self, devices: Sequence[str], axis: int | None = None) -> Tensor:

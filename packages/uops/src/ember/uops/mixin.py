@@ -183,8 +183,16 @@ class ElementwiseMixin:
     def __rpow__(self, x: Any) -> Self: return self._broadcasted(x, True)[0].pow(self)
     def __lt__(self, x: Any) -> Self: return self._binop(Ops.CMPLT, x)
     def __gt__(self, x: Any) -> Self: return self._binop(Ops.CMPLT, x, True)
-    def __ge__(self, x: Any) -> Self: return (self < x).logical_not()
-    def __le__(self, x: Any) -> Self: return (self > x).logical_not()
+    def __ge__(self, x: Any) -> Self: return self._not_less(x)
+    def __le__(self, x: Any) -> Self: return self._not_less(x, True)
+
+    def _not_less(self, x: Any, reverse: bool = False) -> Self:
+        """a >= b (b >= a when `reverse`): not (a < b), but a NaN compares False as in IEEE, numpy and PyTorch, so on
+        floats it is (a > b) or (a == b)."""
+        a, b = self._broadcasted(x, reverse)
+        if dtypes.is_float(a.dtype):
+            return (b < a).alu(Ops.OR, a.eq(b))
+        return (a < b).logical_not()
     def __and__(self, x: Any) -> Self: return self._bitwise(Ops.AND, x)
     def __rand__(self, x: Any) -> Self: return self._bitwise(Ops.AND, x, True)
     def __or__(self, x: Any) -> Self: return self._bitwise(Ops.OR, x)
