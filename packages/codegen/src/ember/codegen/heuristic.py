@@ -209,11 +209,59 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
     when that gets it the packed microkernel."""
     if renderer.has_local:
         return gpu_opts(ast, renderer)
+    if nested_reduce(ast):
+        return _nested_opts(ast, renderer)
     opts = _hand_coded(ast, renderer)
     if OptOps.PACK in [o.op for o in opts] or not (pads := _remainder_pads(ast, renderer)):
         return opts
     tiled = _hand_coded(apply_opts(ast, pads), renderer)
     return pads + tiled if OptOps.PACK in [o.op for o in tiled] else opts
+
+
+# a reduce nested in another's loop keeps up to this many accumulators of the outer one in registers (an attention's
+# output row over head_dim), so that the inner reduce runs once per outer iteration, not once per output
+NESTED_MAX_ACCUMULATORS = 64
+NESTED_MAX_LANES = 256  # ... and with a block of queries, this many in all
+
+
+def _nested_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
+    """Opts for a kernel with a reduce inside another's loop (attention with its scores recomputed where they are read,
+    ember.schedule.attention: the reduce over head_dim in the reduce over keys):
+    - the output axes the inner reduces do not depend on (the head_dim of o = p @ v, of dq = dS @ k) are upcast whole,
+      up to NESTED_MAX_ACCUMULATORS lanes: each inner reduce (a score) is then computed once for all of them;
+    - an output axis the inner reduces do depend on (the queries of o, the keys of dk) is upcast by a vector, or less
+      within NESTED_MAX_LANES in all: a vector of scores per key, each key's row loaded once for the block (a loop
+      bounded by that axis, under a causal mask, runs to the bound of the block's last lane);
+    - the inner reduce's axis, when loads are contiguous along it, is unrolled: one dot product per score;
+    - THREAD shares the outermost output axis across the cores."""
+    chosen = Chosen(ast)
+    add, axis = chosen.add, chosen.axis
+    rngs = kernel_ranges(ast)
+    reduces = [u for u in ast.toposort() if u.op is Ops.REDUCE]
+    inner = [red for red in reduces if any(red in o.src[0].toposort() for o in reduces if o is not red)]
+    inner_deps = {x for red in inner for x in red.toposort() if x.op is Ops.RANGE}
+    outputs = [r for r in rngs if r.arg[1] is AxisType.GLOBAL and range_size(r) is not None]
+    loads, _ = _accesses(ast)
+    for r in sorted({r for red in inner for r in red.src[1:]}, key=lambda r: r.arg[0]):
+        size = range_size(r)
+        if size is not None and 2 <= size <= 64 and any(ld.get(r) == 1 for ld in loads):
+            add(Opt(OptOps.UNROLL, axis(r), size))
+    lanes = 1
+    for r in reversed([r for r in outputs if r not in inner_deps]):
+        size = range_size(r) or 0
+        if size >= 2 and lanes * size <= NESTED_MAX_ACCUMULATORS:
+            add(Opt(OptOps.UPCAST, axis(r), size))
+            lanes *= size
+    vec = max(renderer.max_vector, 1)
+    block = next((r for r in reversed(outputs) if r in inner_deps and (range_size(r) or 0) >= 2), None)
+    amounts = tuple(a for a in (vec, vec // 2, vec // 4) if a >= 2 and lanes * a <= NESTED_MAX_LANES)
+    if block is not None and (amt := _divisor(range_size(block), amounts)) is not None:
+        add(Opt(OptOps.UPCAST, axis(block), amt))
+    rngs = kernel_ranges(chosen.kernel)
+    outs = [i for i, r in enumerate(rngs) if r.arg[1] is AxisType.GLOBAL]
+    if renderer.has_threads and renderer.max_threads > 1 and outs and (range_size(rngs[outs[0]]) or 0) >= 2:
+        add(Opt(OptOps.THREAD, outs[0], renderer.max_threads))
+    return chosen.opts
 
 
 def _hand_coded(ast: UOp, renderer: Renderer) -> list[Opt]:

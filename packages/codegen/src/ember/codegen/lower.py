@@ -19,7 +19,19 @@ from ember.codegen.gpudims import gpu_dims, lower_group_reduces
 from ember.codegen.opt import range_order, reduce_identity
 from ember.codegen.renderer import Renderer
 from ember.codegen.vectorize import vectorize
-from ember.uops import DType, GroupOp, Ops, PatternMatcher, UOp, UPat, dtypes, graph_rewrite, pm_divmod, symbolic_simple
+from ember.uops import (
+    AxisType,
+    DType,
+    GroupOp,
+    Ops,
+    PatternMatcher,
+    UOp,
+    UPat,
+    dtypes,
+    graph_rewrite,
+    pm_divmod,
+    symbolic_simple,
+)
 
 _NO_RANGES: frozenset[UOp] = frozenset()
 
@@ -65,6 +77,10 @@ class ReduceContext:
             open_ranges[u] = rs | {u} if u.op is Ops.RANGE else rs - set(u.src[1:]) if u.op is Ops.END else rs
         self.outer = {red: tuple(sorted(open_ranges[red.src[0]] - set(red.src[1:]), key=range_order))
                       for red in self.group}
+        # the reduces unrolled whole inside another reduce's loop (a score's dot product over head_dim in the loop
+        # over keys): their terms fold as a tree, for the instruction-level parallelism a chain would not have
+        self.tree = {red for red in reduces if len(red.src) == 1 and
+                     any(r.arg[1] is AxisType.REDUCE for r in open_ranges.get(red.src[0], _NO_RANGES))}
         self.lowered: dict[UOp, UOp] = {}
 
 
@@ -93,8 +109,19 @@ def reduce_loop(ctx: ReduceContext, red: UOp) -> UOp:
     return ctx.lowered[red]
 
 
-def fold_unrolled(red: UOp) -> UOp:
+def fold_unrolled(ctx: ReduceContext, red: UOp) -> UOp:
+    if red in ctx.tree:
+        return fold_tree(red, accumulator_dtype(red)).cast(red.dtype)
     return fold_terms(red, None, accumulator_dtype(red)).cast(red.dtype)
+
+
+def fold_tree(red: UOp, dtype: DType) -> UOp:
+    """(t0 <op> t1) <op> (t2 <op> t3) ... over the terms of a reduce unrolled whole: log2(n) deep, not n."""
+    terms = [t.cast(dtype) for t in (red.src[0].src if red.src[0].op is Ops.NOOP else (red.src[0],))]
+    op = Ops.OR if red.arg is Ops.ADD and dtype == dtypes.bool else red.arg
+    while len(terms) > 1:
+        terms = [terms[i].alu(op, terms[i + 1]) if i + 1 < len(terms) else terms[i] for i in range(0, len(terms), 2)]
+    return terms[0]
 
 
 def accumulator_dtype(red: UOp) -> DType:

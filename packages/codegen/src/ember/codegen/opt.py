@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from ember.codegen.program import Opt, OptOps
 from ember.codegen.tc import TENSOR_CORES, Layout, TensorCore
-from ember.uops import AddrSpace, AxisType, DType, Ops, UOp, dtypes, gate_loads
+from ember.uops import AddrSpace, AxisType, DType, Ops, UOp, dtypes, gate_loads, linear_terms
 
 
 class KernelOptError(ValueError):
@@ -204,7 +204,30 @@ def _upcast_or_unroll(ast: UOp, opt: Opt, rngs: list[UOp], r: UOp) -> UOp:
         raise KernelOptError(f"{opt}: {opt.op.name} needs an axis of kind {[k.name for k in want]}, got {kind.name}")
     if size is None or opt.amount < 2 or size % opt.amount:
         raise KernelOptError(f"{opt}: amount {opt.amount} must be >= 2 and divide the axis size {size}")
-    return split_off(ast, r, rngs, opt.amount, AxisType.UPCAST if opt.op is OptOps.UPCAST else AxisType.UNROLL)
+    bounds = r in bounding_ranges(ast)
+    ast = split_off(ast, r, rngs, opt.amount, AxisType.UPCAST if opt.op is OptOps.UPCAST else AxisType.UNROLL)
+    if bounds:
+        lane = next(x for x in kernel_ranges(ast) if x.arg[1] in EXPANDED_KINDS and x.arg[0] not in
+                    {y.arg[0] for y in rngs if y.arg[1] in EXPANDED_KINDS})
+        ast = widen_loop_bounds(ast, lane)
+    return ast
+
+
+def widen_loop_bounds(ast: UOp, lane: UOp) -> UOp:
+    """Each loop whose size depends on the lanes of an upcast (or unroll) gets the largest of its sizes over them: one
+    loop for all lanes. Correct because such a loop's body masks the iterations past its bound
+    (ember.schedule.attention: the causal mask stays under the bounded reduce); the size must be linear in the lane."""
+    new: dict[UOp, UOp] = {}
+    for x in kernel_ranges(ast):
+        if x.src[0].op is Ops.CONST or lane not in (size := x.src[0]).toposort():
+            continue
+        terms, _ = linear_terms(size.simplify())
+        if any(b is not lane and lane in b.toposort() for b, _ in terms):
+            raise KernelOptError(f"the size of loop {x.arg[0]} is not linear in the lanes of axis {lane.arg[0]}")
+        coeff = sum(m for b, m in terms if b is lane)
+        at = UOp.const(dtypes.index, lane.src[0].arg - 1 if coeff > 0 else 0)
+        new[x] = x.replace(src=(size.substitute({lane: at}).simplify(),))
+    return ast.substitute(new) if new else ast
 
 
 def split_off(ast: UOp, r: UOp, rngs: list[UOp], amount: int, kind: AxisType) -> UOp:
@@ -327,6 +350,17 @@ APPLY_OPT: dict[OptOps, Callable[[UOp, Opt, list[UOp], UOp], UOp]] = {
     OptOps.GROUP: _group, OptOps.GROUPTOP: _group, OptOps.TC: _tc}
 
 
+# opts that split an axis into workgroup threads or pad it: no loop's bound may depend on it (UPCAST and UNROLL may:
+# the loop is widened to the bound of the last lane, widen_loop_bounds)
+LANE_OPTS = frozenset({OptOps.PADTO, OptOps.LOCAL, OptOps.GROUP, OptOps.GROUPTOP, OptOps.TC, OptOps.PARTIAL})
+
+
+def bounding_ranges(ast: UOp) -> frozenset[UOp]:
+    """The ranges that another range's size depends on (a causal reduce over keys j < i + 1: the query range i)."""
+    return frozenset(x for r in kernel_ranges(ast) if r.src[0].op is not Ops.CONST
+                     for x in r.src[0].toposort() if x.op is Ops.RANGE)
+
+
 def apply_opt(ast: UOp, opt: Opt) -> UOp:
     """The kernel with one Opt applied (KernelOptError if it does not apply)."""
     rngs = kernel_ranges(ast)
@@ -334,6 +368,9 @@ def apply_opt(ast: UOp, opt: Opt) -> UOp:
         raise KernelOptError(f"{opt}: axis {opt.axis} out of range, the kernel has {len(rngs)} axes")
     if (apply := APPLY_OPT.get(opt.op)) is None:
         raise KernelOptError(f"{opt}: {opt.op.name} is not supported on this target")
+    if opt.op in LANE_OPTS and rngs[opt.axis] in bounding_ranges(ast):
+        raise KernelOptError(f"{opt}: the size of another loop depends on axis {opt.axis}: it cannot be split into "
+                             "lanes or padded")
     return apply(ast, opt, rngs, rngs[opt.axis])
 
 

@@ -207,6 +207,7 @@ def vectorize(ast: UOp, renderer: Renderer) -> UOp:
     if (vector_bytes := renderer.vector_bytes) <= 0:
         return ast
     slp = _SLP(renderer)
+    nested = any(u.op is Ops.REDUCE and any(x.op is Ops.REDUCE for x in u.src[0].toposort()) for u in ast.toposort())
 
     def worth(v: UOp) -> bool:
         return v.op is not Ops.VECTORIZE
@@ -280,6 +281,48 @@ def vectorize(ast: UOp, renderer: Renderer) -> UOp:
                 mapping[u] = s if s is not None else cur
     if mapping:
         nodes = (ast := ast.substitute(mapping)).toposort()
+    if nested:
+        nodes = (ast := _scalar_lanes(ast, slp, vector_bytes)).toposort()
     # the horizontal reduces no vector store took in: one tree each
     mapping = {u: hz for u in nodes if u.op is Ops.REDUCE and (hz := slp.horizontal((u,))) is not None}
+    return ast.substitute(mapping) if mapping else ast
+
+
+_TRANSCENDENTAL = (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT)
+
+
+def _lane_key(u: UOp, memo: dict[UOp, object]) -> object:
+    """u's structure with the constants left out (the copies an upcast made of one node differ in constants only)."""
+    if (k := memo.get(u)) is None:
+        if u.op is Ops.CONST:
+            k = ("const", u.dtype)
+        elif u.op in (Ops.RANGE, Ops.PARAM, Ops.DEFINE_VAR, Ops.DEFINE_REG, Ops.DEFINE_LOCAL):
+            k = u
+        elif dtypes.is_int(u.dtype) and u.op in (Ops.ADD, Ops.MUL):  # (lane 0's index has no "+ 0")
+            k = ("linear", u.dtype, frozenset((_lane_key(b, memo), m) for b, m in linear_terms(u)[0]))
+        else:
+            k = (u.op, u.dtype, u.arg, tuple(_lane_key(s, memo) for s in u.src))
+        memo[u] = k
+    return k
+
+
+def _scalar_lanes(ast: UOp, slp: _SLP, vector_bytes: int) -> UOp:
+    """The scalar copies that an upcast made of one node (alike but for constants) and that the stores left scalar,
+    when each is broadcast into vector math or is an exp2/log2/sin/sqrt (a libm call per lane): computed as vectors,
+    each copy a lane. In a nested reduce (attention with recomputed scores) these are the scores of a block of
+    queries, each broadcast over the head_dim lanes of the output row that its stores vectorized."""
+    memo: dict[UOp, object] = {}
+    groups: dict[object, list[UOp]] = {}
+    nodes = ast.toposort()
+    broadcast = {u.src[0] for u in nodes if u.op is Ops.VECTORIZE and all(s is u.src[0] for s in u.src)}
+    for u in nodes:
+        if (u.op in _TRANSCENDENTAL or u in broadcast) and u.dtype.count == 1 and \
+                u.dtype in slp.renderer.vector_dtypes and u.op not in (Ops.CONST, Ops.LOAD, Ops.GEP):
+            groups.setdefault(_lane_key(u, memo), []).append(u)
+    mapping: dict[UOp, UOp] = {}
+    for lanes in groups.values():
+        for start, w in _chunks(len(lanes), _lanes_of(lanes[0].dtype, vector_bytes)):
+            part = tuple(lanes[start:start + w])
+            if (v := slp.vec(part)).op is not Ops.VECTORIZE:
+                mapping.update({x: UOp(Ops.GEP, x.dtype, (v,), k) for k, x in enumerate(part)})
     return ast.substitute(mapping) if mapping else ast

@@ -12,6 +12,7 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ember.schedule.attention import pm_bound_masked_reduces, recomputed_scores
 from ember.schedule.indexing import index_in_range, onehot_pick, pm_reduce_collapse, simplify_given_valid
 from ember.uops import (
     AxisType,
@@ -106,6 +107,9 @@ def realize_map(sink: UOp) -> set[UOp]:
             realized.add(u)
         if u.op is Ops.COPY and not is_buffer_view(u.src[0]):
             realized.add(u.src[0])
+    # attention's scores (and what follows them up to the reduces that read them) are recomputed in those reduces'
+    # kernels, never stored: the rules below leave them out (attention.py)
+    recomputed = recomputed_scores(nodes, users, realized)
     # 0. the epilogue of a reduce (what follows it, read by nothing else, with no broadcast in between: a matmul's
     #    scale, a residual add) read by several nodes is stored with the reduce, in its kernel; else rule 1 below
     #    would store the bare reduce (broadcast further on, through this node) and every reader would recompute the
@@ -114,7 +118,7 @@ def realize_map(sink: UOp) -> set[UOp]:
     for u in nodes:
         epilogue[u] = u.op is Ops.REDUCE_AXIS or (u.op is not Ops.EXPAND and any(
             epilogue.get(s, False) and len(users[s]) == 1 and s not in realized for s in u.src))
-        if len(users[u]) > 1 and epilogue[u] and u.op in GroupOp.Elementwise:
+        if len(users[u]) > 1 and epilogue[u] and u.op in GroupOp.Elementwise and u not in recomputed:
             realized.add(u)
     # 1. reduces that would be recomputed: read by several nodes, or broadcast on the way to their reader
     broadcast: dict[UOp, bool] = {}  # some path from u to the kernel that reads it has an EXPAND
@@ -122,7 +126,7 @@ def realize_map(sink: UOp) -> set[UOp]:
         if u.op in (Ops.SINK, Ops.BUFFER, Ops.BUFFER_VIEW, Ops.DEVICE, Ops.UNIQUE):
             continue
         broadcast[u] = any(c not in realized and (broadcast.get(c, False) or c.op is Ops.EXPAND) for c in users[u])
-        if u.op is Ops.REDUCE_AXIS and (broadcast[u] or len(users[u]) > 1):
+        if u.op is Ops.REDUCE_AXIS and (broadcast[u] or len(users[u]) > 1) and u not in recomputed:
             realized.add(u)
         if u in realized:
             broadcast[u] = False
@@ -131,7 +135,7 @@ def realize_map(sink: UOp) -> set[UOp]:
     for u in nodes:
         holds_reduce[u] = u.op is Ops.REDUCE_AXIS or any(holds_reduce.get(s, False) and s not in realized
                                                          for s in u.src)
-        if len(users[u]) > 1 and holds_reduce[u] and u.op not in (Ops.SINK, Ops.CONST):
+        if len(users[u]) > 1 and holds_reduce[u] and u.op not in (Ops.SINK, Ops.CONST) and u not in recomputed:
             realized.add(u)
     # 3. costly elementwise work broadcast into a reduce (x in a matmul's x.expand * w): it would be recomputed for
     #    every element of the broadcast axis; storing it once costs one write and one read per element. Any ALU work
@@ -149,7 +153,7 @@ def realize_map(sink: UOp) -> set[UOp]:
                 src = src.src[0]
             wide = bool(src.shape) and prod(u.shape) >= BROADCAST_STORE * prod(src.shape) and \
                 prod(src.shape) <= _elements_read(src, realized)
-            if src not in realized and _costly(src, realized, any_alu=wide):
+            if src not in realized and src not in recomputed and _costly(src, realized, any_alu=wide):
                 realized.add(src)
     # a DETACH is its source's value: realizing it realizes the source (unless that already lives in a buffer)
     return {s for u in realized if not is_buffer_view(s := strip_detach(u)) and s.op is not Ops.CONST}
@@ -321,6 +325,7 @@ def kernel_ast(x: UOp, buffers: dict[UOp, UOp]) -> UOp:
     value_src = x.src[1] if x.op is Ops.ASSIGN else x
     value = graph_rewrite(view(value_src, _true(), tuple(idxs)), pm_kernel_value, ctx=ctx, bottom_up=True,
                           name="rangeify")
+    value = graph_rewrite(value, pm_bound_masked_reduces, name="bound masked reduces")
 
     def address(at: tuple[UOp, ...]) -> UOp:  # the element of the output that index `at` is stored to
         buf, idx = store_index(x.src[0], at) if x.op is Ops.ASSIGN else (buffers[x], flat_index(at, shape).simplify())

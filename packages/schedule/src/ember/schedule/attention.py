@@ -1,0 +1,219 @@
+"""Flash-style attention in the scheduler: the score matrix is recomputed where it is read, never stored, and the
+masked part of every reduce over it is not visited.
+
+    recomputed = recomputed_scores(nodes, users, forced)    # in realize_map: never realized
+    value = graph_rewrite(value, pm_bound_masked_reduces)   # in kernel_ast: reduce ranges cut to the unmasked part
+
+1. A short reduce with a big output, q @ k^T (head_dim terms per element, T x T elements), whose every reader reduces
+   over it (softmax's row max and row sum, p @ v; in the backward dv = p^T dO, the rows of dS, dq = dS k and
+   dk = dS^T q, and likewise dO @ v^T) is not realized: each reader's kernel recomputes it inside its own loop, a
+   reduce over head_dim nested in the reduce over keys (or queries). What stays are O(T) row statistics and the
+   outputs, so memory grows linearly with the sequence; the price is the head_dim-long dot product recomputed by
+   each reader, which the codegen heuristic keeps to once per (query, key) pair by holding the output row (head_dim
+   values) in registers.
+2. A reduce over r of a value that is the reduce's identity wherever a mask on r is false (where(j <= i, s, -inf)
+   under a max, exp of it under a sum, the zeros its gradient leaves) runs over the unmasked interval only: the range
+   gets a size that depends on the outer ranges, `for (j = 0; j < i + 1; j++)` (a start bound: backwards from the
+   end). Causal attention then does half the work, forward and backward. The mask stays in the body: a loop bound
+   only skips what it masks, so codegen may widen it (a block of queries runs to the bound of its last). The check
+   assumes the unmasked operands are finite, as flash attention does (0 * v is taken to be 0).
+"""
+
+from __future__ import annotations
+
+import math
+
+from ember.uops import GroupOp, Ops, PatternMatcher, UOp, UPat, dtypes, linear_terms, prod
+
+# a reduce this short (head_dim) is recomputed by each reader rather than stored: its output costs a store and a load
+# per element, its recomputation this many multiply-adds
+RECOMPUTE_MAX_TERMS = 128
+# ... when its output is at least this many times bigger than what it reads (a T x T score from T x head_dim q and k:
+# T / (2 head_dim)): a quadratic blow-up worth not storing. At shorter sequences the stored scores stay in cache and
+# one matmul is cheaper than the recomputations (tools/bench/bench_attention.py)
+RECOMPUTE_MIN_BLOWUP = 8
+# ... and no reader broadcasts it over more than this many elements (p @ v reads p once per column of v): the codegen
+# holds that many accumulators in registers to compute each score once
+RECOMPUTE_MAX_BROADCAST = 256
+
+_MUST_REALIZE = (Ops.SINK, Ops.CONTIGUOUS, Ops.COPY, Ops.ASSIGN)
+
+
+def _reduce_terms(r: UOp) -> int | None:
+    shape = r.src[0].shape
+    if shape is None or not all(isinstance(s, int) for s in shape):
+        return None
+    return prod(shape[a] for a in r.arg[1])
+
+
+_INPUTS = (Ops.BUFFER, Ops.BUFFER_VIEW, Ops.REDUCE_AXIS, Ops.CONTIGUOUS, Ops.COPY, Ops.ASSIGN)
+
+
+def _elements_in(r: UOp) -> int:
+    """Elements of what the reduce reads (buffers, other reduces, stored values), before any broadcast."""
+    inside = r.src[0].toposort(gate=lambda x: x.op not in _INPUTS)
+    inputs = {s for x in inside for s in x.src if s.op in _INPUTS} | ({r.src[0]} if r.src[0].op in _INPUTS else set())
+    return sum(prod(u.shape) for u in inputs if u.shape is not None)
+
+
+def _is_score(r: UOp) -> bool:
+    """A short sum with a quadratic blow-up of its inputs: q @ k^T (or dO @ v^T)."""
+    if r.arg[0] is not Ops.ADD or not dtypes.is_float(r.dtype) or (terms := _reduce_terms(r)) is None:
+        return False
+    if terms > RECOMPUTE_MAX_TERMS or not all(isinstance(s, int) for s in r.shape):
+        return False
+    read = _elements_in(r)
+    return read > 0 and prod(r.shape) >= RECOMPUTE_MIN_BLOWUP * read
+
+
+def recomputed_scores(nodes: list[UOp], users: dict[UOp, list[UOp]], forced: set[UOp]) -> set[UOp]:
+    """The score-sized nodes recomputed inside the reduces that read them (never realized): each score reduce and
+    the elementwise and movement ops between it and its readers, when every path from it ends in a REDUCE_AXIS
+    (no output, no contiguous, no copy reads it), and no reader broadcasts it over more than
+    RECOMPUTE_MAX_BROADCAST elements. `forced`: nodes realized whatever the rules say (outputs, contiguous, ...)."""
+    candidates = [u for u in nodes if u.op is Ops.REDUCE_AXIS and u not in forced and _is_score(u)]
+    recomputed: set[UOp] = set()
+    for score in candidates:
+        region, stack, ok = {score}, [score], True
+        while stack and ok:
+            u = stack.pop()
+            for c in users[u]:
+                if c.op is Ops.REDUCE_AXIS:
+                    ok = ok and prod(c.src[0].shape) <= prod(score.shape) * RECOMPUTE_MAX_BROADCAST
+                elif c.op in _MUST_REALIZE or c in forced or not (c.op in GroupOp.Elementwise or
+                                                                 c.op in GroupOp.Movement or c.op is Ops.DETACH):
+                    ok = False
+                elif c not in region:
+                    region.add(c)
+                    stack.append(c)
+        if ok:
+            recomputed |= region
+    return recomputed
+
+
+# *** masked reduces: the range cut to where the value is not the identity ***
+def _known(u: UOp, masked: dict[UOp, UOp], memo: dict[UOp, float | None]) -> float | None:
+    """The value of float expression u when each WHERE in `masked` takes its false branch, if that makes it a known
+    constant (None: unknown, assumed finite)."""
+    if u in memo:
+        return memo[u]
+    ret: float | None = None
+    if u in masked:
+        ret = _known(masked[u], masked, memo)
+    elif u.op is Ops.CONST and isinstance(u.arg, float):
+        ret = u.arg
+    elif u.op is Ops.CAST and dtypes.is_float(u.dtype) and dtypes.is_float(u.src[0].dtype):
+        ret = _known(u.src[0], masked, memo)
+    elif u.op in (Ops.ADD, Ops.MUL, Ops.MAX, Ops.FDIV) and dtypes.is_float(u.dtype):
+        a, b = (_known(s, masked, memo) for s in u.src)
+        if a is not None and b is not None:
+            ret = a + b if u.op is Ops.ADD else a * b if u.op is Ops.MUL else max(a, b) if u.op is Ops.MAX else \
+                (a / b if b else None)
+        elif u.op is Ops.ADD and (inf := a if a is not None else b) is not None and math.isinf(inf):
+            ret = inf  # +-inf plus a finite value
+        elif u.op is Ops.MUL and (a == 0.0 or b == 0.0):
+            ret = 0.0  # zero times a finite value
+        elif u.op is Ops.MUL and (inf := a if a is not None else b) is not None and math.isinf(inf):
+            ret = None  # (the sign of the other factor decides)
+        elif u.op is Ops.MAX and -math.inf in (a, b):
+            ret = None
+        elif u.op is Ops.FDIV and a == 0.0:
+            ret = 0.0
+    elif u.op is Ops.NEG and (a := _known(u.src[0], masked, memo)) is not None:
+        ret = -a
+    elif u.op is Ops.EXP2 and (a := _known(u.src[0], masked, memo)) is not None:
+        ret = 0.0 if a == -math.inf else math.inf if a == math.inf else None
+    elif u.op is Ops.WHERE and dtypes.is_float(u.dtype):
+        a, b = (_known(s, masked, memo) for s in u.src[1:])
+        ret = a if a is not None and a == b else None
+    memo[u] = ret
+    return ret
+
+
+def _strip_bool(c: UOp) -> tuple[UOp, bool]:
+    """(comparison, negated) of a bool condition: where(c, True, False), c ^ True and double negations seen through."""
+    neg = False
+    while True:
+        if c.op is Ops.WHERE and c.dtype == dtypes.bool and c.src[1].op is Ops.CONST and c.src[2].op is Ops.CONST \
+                and c.src[1].arg != c.src[2].arg:
+            neg, c = neg ^ (c.src[1].arg is False), c.src[0]
+        elif c.op is Ops.XOR and c.src[1].op is Ops.CONST and c.src[1].arg is True:
+            neg, c = not neg, c.src[0]
+        else:
+            return c, neg
+
+
+def _as_index(terms: list[tuple[UOp, int]], const: int) -> UOp | None:
+    """sum(base * coeff) + const as an index expression (int casts of index expressions seen through)."""
+    ret = UOp.const(dtypes.index, const)
+    for base, m in terms:
+        if base.op is Ops.CAST and base.src[0].dtype == dtypes.index:
+            base = base.src[0]
+        elif base.dtype != dtypes.index:
+            return None
+        ret = ret + base * m
+    return ret.simplify()
+
+
+def range_bound(cond: UOp, r: UOp) -> tuple[UOp | None, UOp | None] | None:
+    """(start, end): cond holds exactly for start <= r < end (one of them None: unbounded on that side), when cond is
+    a comparison linear in r with coefficient +-1 (a causal mask: cols - rows <= 0 is r < i + 1 for r the columns)."""
+    c, neg = _strip_bool(cond)
+    if c.op is not Ops.CMPLT or not dtypes.is_int(c.src[0].dtype):
+        return None
+    (ta, ca), (tb, cb) = linear_terms(c.src[0]), linear_terms(c.src[1])
+    coeff, rest = 0, []
+    for base, m in [*ta, *((b, -m) for b, m in tb)]:  # a - b < 0
+        if base is r or (base.op is Ops.CAST and base.src[0] is r):
+            coeff += m
+        elif r in base.toposort():
+            return None
+        else:
+            rest.append((base, m))
+    if coeff not in (1, -1):
+        return None
+    if coeff == 1:  # r + rest < 0: r < -rest (negated: r >= -rest)
+        if (end := _as_index([(b, -m) for b, m in rest], cb - ca)) is None:
+            return None
+        return (end, None) if neg else (None, end)
+    # rest - r < 0: r >= rest + 1 (negated: r < rest + 1)
+    if (start := _as_index(rest, ca - cb + 1)) is None:
+        return None
+    return (None, start) if neg else (start, None)
+
+
+def bound_masked_reduce(red: UOp) -> UOp | None:
+    """REDUCE over r of a value that is the identity where a mask on r is false -> the REDUCE over a range that covers
+    the unmasked interval [start, end) of r only: r < end as a range of size end, r >= start as r = N - 1 - r' with r'
+    in a range of size N - start (backwards: every r' is in bounds for any start in [0, N]). The mask stays in the
+    body, so that a larger size is as correct: codegen may widen a bound to the largest over the lanes of an upcast
+    (ember.codegen.opt.widen_loop_bounds)."""
+    identity = 0.0 if red.arg is Ops.ADD else -math.inf if red.arg is Ops.MAX else None
+    if identity is None or not dtypes.is_float(red.dtype):
+        return None
+    wheres = [u for u in red.src[0].toposort() if u.op is Ops.WHERE and dtypes.is_float(u.dtype)]
+    for r in red.src[1:]:
+        if r.op is not Ops.RANGE or r.src[0].op is not Ops.CONST:
+            continue
+        size = r.src[0].arg
+        for cond in dict.fromkeys(w.src[0] for w in wheres if r in w.src[0].toposort()):
+            if (bound := range_bound(cond, r)) is None:
+                continue
+            if _known(red.src[0], {w: w.src[2] for w in wheres if w.src[0] is cond}, {}) != identity:
+                continue
+            start, end = bound
+            if end is not None and end.op is not Ops.CONST and end.vmin >= 0 and end.vmax <= size:
+                new_r = UOp.range(end, r.arg[0], r.arg[1])
+                value = new_r
+            elif start is not None and start.op is not Ops.CONST and start.vmin >= 0 and start.vmax <= size:
+                new_r = UOp.range((size - start).simplify(), r.arg[0], r.arg[1])
+                value = (size - 1) - new_r
+            else:  # (the interval may leave the range: a mask that clipping would need; or nothing to gain)
+                continue
+            rngs = tuple(new_r if s is r else s for s in red.src[1:])
+            return UOp(Ops.REDUCE, red.dtype, (red.src[0].substitute({r: value}), *rngs), red.arg)
+    return None
+
+
+# (applied to a kernel's value after rangeify: its reduces are complete then)
+pm_bound_masked_reduces = PatternMatcher([(UPat(Ops.REDUCE, name="red"), bound_masked_reduce)])

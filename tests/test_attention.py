@@ -1,0 +1,124 @@
+"""Flash-style attention (ember.schedule.attention): the scores are recomputed inside the reduces that read them,
+never stored, and a causal reduce runs over the unmasked keys only. Numerics against PyTorch, forward and backward,
+at lengths that are multiples of no block; kernel counts; no score-sized buffer; the plain graph scheduled as sdpa."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from ember.schedule import schedule
+from ember.tensor import Tensor, dtypes
+from ember.uops import Ops, UOp
+
+rng = np.random.default_rng(0)
+
+
+def arr(*shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def plain_attention(q, k, v, causal):
+    """softmax(q k^T * scale + mask) v as a user writes it, with no sdpa call."""
+    scores = q @ k.transpose(-1, -2) * (1 / math.sqrt(q.shape[-1]))
+    if causal:
+        t, s = q.shape[-2], k.shape[-2]
+        scores = scores + Tensor.ones(t, s).tril().where(0.0, -math.inf)
+    return scores.softmax(-1) @ v
+
+
+def sdpa(q, k, v, causal, gqa=False):
+    return q.scaled_dot_product_attention(k, v, is_causal=causal, enable_gqa=gqa)
+
+
+def kernels(*ts):
+    return [it for it in schedule(UOp.sink(*(t.uop for t in ts))).items if it.ast.op is Ops.SINK]
+
+
+def grads_schedule(fn, q, k, v):
+    """The kernels of out and of d(sum(out * up))/d(q, k, v), scheduled together as a training step does."""
+    qt, kt, vt = (Tensor(a, requires_grad=True) for a in (q, k, v))
+    out = fn(qt, kt, vt)
+    loss = (out * Tensor(arr(*out.shape))).sum()
+    return out, kernels(out, *loss.gradient(qt, kt, vt))
+
+
+# T, head_dim: lengths no block divides; head_dim small enough that the scores are a blow-up worth recomputing
+SHAPES = [(37, 2), (100, 4), (257, 8)]
+
+
+@pytest.mark.parametrize("t,d", SHAPES)
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("gqa", [False, True])
+def test_numerics_vs_pytorch(t, d, causal, gqa):
+    """Forward and dq, dk, dv against F.scaled_dot_product_attention (float32; rtol 1e-4, atol 2e-5)."""
+    hk = 1 if gqa else 2
+    q, k, v, up = arr(1, 2, t, d), arr(1, hk, t, d), arr(1, hk, t, d), arr(1, 2, t, d)
+    ours = [Tensor(a, requires_grad=True) for a in (q, k, v)]
+    theirs = [torch.tensor(a, requires_grad=True) for a in (q, k, v)]
+    o = sdpa(*ours, causal, gqa)
+    ref = F.scaled_dot_product_attention(*theirs, is_causal=causal, enable_gqa=gqa)
+    np.testing.assert_allclose(o.numpy(), ref.detach().numpy(), rtol=1e-4, atol=2e-5)
+    (o * Tensor(up)).sum().backward()
+    (ref * torch.tensor(up)).sum().backward()
+    for name, a, b in zip("qkv", ours, theirs):
+        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-4, atol=2e-5, err_msg=f"d{name}")
+
+
+def test_forward_kernels_and_no_scores():
+    """Forward: the row max, the row sum of exp, the output (each recomputing the scores): 3 kernels, no buffer of
+    T x T elements; and a causal kernel loops over a range bounded by the query index."""
+    t, d = 257, 8
+    q, k, v = (Tensor(arr(1, 2, t, d)) for _ in range(3))
+    ks = kernels(sdpa(q, k, v, causal=True))
+    assert len(ks) == 3
+    assert max(b.arg for it in ks for b in it.bufs) < t * t
+    bounded = [r for it in ks for r in it.ast.toposort() if r.op is Ops.RANGE and r.src[0].op is not Ops.CONST]
+    assert len(bounded) == 3  # one key loop in each kernel, up to the query's own position
+
+
+def test_backward_kernels_and_no_scores():
+    """Forward (3) and backward: dv = p^T dO, the rows' sum(dp * p), dq = dS k, dk = dS^T q, each recomputing p
+    (and dp) from the stored row statistics: 7 kernels, none with a T x T buffer; and the upstream gradient
+    dO = up * 1 (the sum's gradient), stored as it is read by four reduces: 8."""
+    t, d = 257, 8
+    _, ks = grads_schedule(lambda q, k, v: sdpa(q, k, v, causal=True), arr(1, 2, t, d), arr(1, 2, t, d),
+                           arr(1, 2, t, d))
+    assert len(ks) == 8
+    assert sum(any(u.op is Ops.REDUCE for u in it.ast.toposort()) for it in ks) == 7
+    assert max(b.arg for it in ks for b in it.bufs) < t * t
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_plain_graph_schedules_as_sdpa(causal):
+    """softmax(q k^T * scale + mask) @ v written by hand makes the same kernels as scaled_dot_product_attention,
+    forward and backward, and the same values."""
+    t, d = 100, 4
+    q, k, v = arr(1, 2, t, d), arr(1, 2, t, d), arr(1, 2, t, d)
+    o1, k1 = grads_schedule(lambda q, k, v: sdpa(q, k, v, causal), q, k, v)
+    o2, k2 = grads_schedule(lambda q, k, v: plain_attention(q, k, v, causal), q, k, v)
+    assert len(k1) == len(k2) == 8
+    assert max(b.arg for it in k2 for b in it.bufs) < t * t
+    np.testing.assert_allclose(o2.numpy(), o1.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_long_sequence_step_has_no_score_buffer():
+    """A causal attention layer's training step at T = 2048 (8 heads of 32, as the tiny Llama): no buffer in its
+    schedule holds T x T elements (scheduled only, not run)."""
+    t, h, d = 2048, 8, 32
+    x = Tensor(arr(1, t, h * d), requires_grad=True)
+    w = Tensor(arr(h * d, 3 * h * d) / 16, requires_grad=True)
+    q, k, v = (p.reshape(1, t, h, d).transpose(1, 2) for p in (x @ w).chunk(3, -1))
+    loss = sdpa(q, k, v, causal=True).sum()
+    sizes = [b.arg for it in kernels(loss, *loss.gradient(x, w)) for b in it.bufs]
+    assert max(sizes) < t * t and max(sizes) == 3 * h * d * t
+
+
+def test_short_sequence_keeps_the_stored_scores():
+    """Below the blow-up threshold (T < 16 head_dim) the scores are stored: one matmul, then cheap reads."""
+    t, d = 16, 8
+    q, k, v = (Tensor(arr(2, 4, t, d)) for _ in range(3))
+    assert len(kernels(sdpa(q, k, v, causal=True))) == 5
+    assert dtypes.float32 == q.dtype
