@@ -281,3 +281,29 @@ def test_bad_shapes_and_empty_reductions_are_clear_errors():
         x[..., Tensor([True, False, True])]
     np.testing.assert_array_equal(x[..., Tensor([True, False, True, False])].numpy(), x.numpy()[..., [0, 2]])
     np.testing.assert_array_equal(x[1:, Tensor([False, True, True, False])].numpy(), x.numpy()[1:, [1, 2]])
+
+
+@pytest.mark.parametrize("device", ["CPU", "PYTHON"])
+@pytest.mark.parametrize("npdt", [np.int32, np.int64])
+def test_integer_division_property(device, npdt):
+    """Property (hypothesis): for any int32/int64 values, 0 and MIN included, x // y and x % y are numpy's floor
+    division and remainder, with x // 0 = x % 0 = 0 and MIN // -1 = MIN (the documented results), on CPU and PYTHON."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    info = np.iinfo(npdt)
+    value = st.one_of(st.sampled_from([0, -1, 1, int(info.min), int(info.max)]),
+                      st.integers(int(info.min), int(info.max)))
+    pairs = st.lists(st.tuples(value, value), min_size=8, max_size=8)  # one shape: one kernel, compiled once
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(pairs)
+    def check(xy):
+        a, b = (np.array(v, npdt) for v in zip(*xy))
+        with np.errstate(all="ignore"):
+            want_q, want_r = np.floor_divide(a, b), np.remainder(a, b)
+        ta, tb = Tensor(a, device=device), Tensor(b, device=device)
+        np.testing.assert_array_equal((ta // tb).numpy(), want_q)
+        np.testing.assert_array_equal((ta % tb).numpy(), want_r)
+
+    check()
