@@ -67,6 +67,20 @@ def test_numerics_vs_pytorch(t, d, causal, gqa):
         np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-4, atol=2e-5, err_msg=f"d{name}")
 
 
+def test_python_device():
+    """The bounded loops and nested reduces on the PYTHON device (the reference interpreter), forward and dq."""
+    t, d = 37, 2
+    q, k, v = arr(1, 2, t, d), arr(1, 2, t, d), arr(1, 2, t, d)
+    qt = Tensor(q, device="PYTHON", requires_grad=True)
+    o = sdpa(qt, Tensor(k, device="PYTHON"), Tensor(v, device="PYTHON"), causal=True)
+    o.sum().backward()
+    tq = torch.tensor(q, requires_grad=True)
+    ref = F.scaled_dot_product_attention(tq, torch.tensor(k), torch.tensor(v), is_causal=True)
+    ref.sum().backward()
+    np.testing.assert_allclose(o.numpy(), ref.detach().numpy(), rtol=1e-4, atol=2e-5)
+    np.testing.assert_allclose(qt.grad.numpy(), tq.grad.numpy(), rtol=1e-4, atol=2e-5)
+
+
 def test_forward_kernels_and_no_scores():
     """Forward: the row max, the row sum of exp, the output (each recomputing the scores): 3 kernels, no buffer of
     T x T elements; and a causal kernel loops over a range bounded by the query index."""

@@ -221,7 +221,7 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
 # a reduce nested in another's loop keeps up to this many accumulators of the outer one in registers (an attention's
 # output row over head_dim), so that the inner reduce runs once per outer iteration, not once per output
 NESTED_MAX_ACCUMULATORS = 64
-NESTED_MAX_LANES = 256  # ... and with a block of queries, this many in all
+NESTED_MAX_LANES = 512  # ... and with a block of queries, this many in all
 
 
 def _nested_opts(ast: UOp, renderer: Renderer) -> list[Opt]:

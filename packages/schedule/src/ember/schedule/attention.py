@@ -155,11 +155,13 @@ def _as_index(terms: list[tuple[UOp, int]], const: int) -> UOp | None:
     return ret.simplify()
 
 
-def range_bound(cond: UOp, r: UOp) -> tuple[UOp | None, UOp | None] | None:
-    """(start, end): cond holds exactly for start <= r < end (one of them None: unbounded on that side), when cond is
-    a comparison linear in r with coefficient +-1 (a causal mask: cols - rows <= 0 is r < i + 1 for r the columns)."""
+def range_bound(cond: UOp, r: UOp, negate: bool = False) -> tuple[UOp | None, UOp | None] | None:
+    """(start, end): cond (with `negate`: not cond) holds exactly for start <= r < end (one of them None: unbounded on
+    that side), when cond is a comparison linear in r with coefficient +-1 (a causal mask: cols - rows <= 0 is
+    r < i + 1 for r the columns)."""
     c, neg = _strip_bool(cond)
-    if c.op is not Ops.CMPLT or not dtypes.is_int(c.src[0].dtype):
+    neg ^= negate
+    if c.op is not Ops.CMPLT or not (dtypes.is_int(c.src[0].dtype) or c.src[0].dtype == dtypes.index):
         return None
     (ta, ca), (tb, cb) = linear_terms(c.src[0]), linear_terms(c.src[1])
     coeff, rest = 0, []
@@ -196,10 +198,11 @@ def bound_masked_reduce(red: UOp) -> UOp | None:
         if r.op is not Ops.RANGE or r.src[0].op is not Ops.CONST:
             continue
         size = r.src[0].arg
-        for cond in dict.fromkeys(w.src[0] for w in wheres if r in w.src[0].toposort()):
-            if (bound := range_bound(cond, r)) is None:
-                continue
-            if _known(red.src[0], {w: w.src[2] for w in wheres if w.src[0] is cond}, {}) != identity:
+        for cond, masked_if in ((c, when) for c in dict.fromkeys(w.src[0] for w in wheres if r in w.src[0].toposort())
+                                for when in (False, True)):
+            # the value where cond is `masked_if`: each WHERE on cond takes that branch
+            masked = {w: w.src[1] if masked_if else w.src[2] for w in wheres if w.src[0] is cond}
+            if _known(red.src[0], masked, {}) != identity or (bound := range_bound(cond, r, masked_if)) is None:
                 continue
             start, end = bound
             if end is not None and end.op is not Ops.CONST and end.vmin >= 0 and end.vmax <= size:

@@ -1,0 +1,55 @@
+"""Loops whose size depends on another range (a causal reduce over keys j < i + 1, ember.schedule.attention): their
+opts, the widening of the bound over an upcast's lanes, and the programs they make, against numpy."""
+
+import math
+
+import numpy as np
+import pytest
+
+from ember.codegen import CRenderer, KernelOptError, Opt, OptOps, apply_opts, kernel_ranges, to_program
+from ember.uops import AxisType, Ops, UOp, dtypes
+
+
+def param(slot, n, dt=dtypes.float32):
+    return UOp(Ops.PARAM, dt.ptr(n), (), slot)
+
+
+def causal_row_max_ast(n):
+    """out[i] = max over j < i + 1 of where(j <= i, a[i, j] * b[j], -inf): the mask stays under the bounded loop."""
+    i = UOp.range(n, 0, AxisType.GLOBAL)
+    j = UOp.range(i + 1, 1, AxisType.REDUCE)
+    val = param(1, n * n).index(i * n + j).load() * param(2, n).index(j).load()
+    masked = (i < j).where(UOp.const(dtypes.float32, -math.inf), val)
+    red = UOp(Ops.REDUCE, dtypes.float32, (masked, j), Ops.MAX)
+    return UOp.sink(param(0, n).index(i).store(red).end(i))
+
+
+def expected(a, b):
+    n = len(b)
+    prod = a * b[None, :]
+    return np.array([prod[i, :i + 1].max() for i in range(n)], np.float32)
+
+
+@pytest.mark.parametrize("opts", [None, [], [Opt(OptOps.UPCAST, 0, 4)], [Opt(OptOps.UPCAST, 0, 4),
+                                                                         Opt(OptOps.THREAD, 0, 2)]])
+def test_causal_row_max(run_c, rng, opts):
+    n = 36
+    prg = to_program(causal_row_max_ast(n), CRenderer(), opts)
+    a, b = rng.standard_normal((n, n), dtype=np.float32), rng.standard_normal(n, dtype=np.float32)
+    (out, *_) = run_c(prg, np.zeros(n, np.float32), a, b)
+    np.testing.assert_allclose(out, expected(a, b), rtol=1e-6)
+
+
+def test_upcast_widens_the_bound_to_the_last_lane():
+    """i = 4 i0 + u: the loop over j runs to 4 i0 + 4 for all four lanes (their masks keep each to its own part)."""
+    ast = apply_opts(causal_row_max_ast(36), [Opt(OptOps.UPCAST, 0, 4)])
+    j = next(r for r in kernel_ranges(ast) if r.arg[1] is AxisType.REDUCE)
+    i0 = next(r for r in kernel_ranges(ast) if r.arg[1] is AxisType.GLOBAL)
+    assert all(r.op is not Ops.RANGE or r.arg[1] is not AxisType.UPCAST for r in j.src[0].toposort())
+    assert j.src[0].evaluate({i0: 3}) == 16
+
+
+@pytest.mark.parametrize("op", [OptOps.PADTO, OptOps.LOCAL])
+def test_no_padding_or_workgroup_split_of_a_bounding_axis(op):
+    with pytest.raises(KernelOptError, match="size of another loop depends on axis 0"):
+        apply_opts(causal_row_max_ast(36), [Opt(op, 0, 8 if op is OptOps.PADTO else 4)])

@@ -1,0 +1,95 @@
+"""Flash-style attention in the scheduler (attention.py) on UOp graphs: which scores are recomputed (kernel counts,
+no T x T buffer), and the reduces that a mask on their range lets run over fewer iterations."""
+
+import math
+
+from ember.schedule import schedule
+from ember.schedule.attention import bound_masked_reduce, range_bound
+from ember.uops import AxisType, Ops, UOp, dtypes, verify
+
+_n = iter(range(10**6))
+
+def buf(*shape):
+    size = math.prod(shape)
+    return UOp(Ops.BUFFER, dtypes.float32, (UOp(Ops.UNIQUE, arg=next(_n)), UOp(Ops.DEVICE, arg="CPU")), size) \
+        .reshape(shape)
+
+def matmul_t(a, b):
+    """a @ b^T over (n, k) and (m, k)."""
+    (n, k), m = a.shape, b.shape[0]
+    return (a.reshape((n, 1, k)).expand((n, m, k)) * b.reshape((1, m, k)).expand((n, m, k))) \
+        .reduce_axis(Ops.ADD, (2,)).reshape((n, m))
+
+def attention(q, k, v, mask=None):
+    t = q.shape[0]
+    s = matmul_t(q, k) * 0.25
+    if mask is not None:
+        s = mask.where(s, UOp.const(dtypes.float32, -math.inf, "CPU").reshape((1, 1)).expand((t, t)))
+    mx = s.reduce_axis(Ops.MAX, (1,)).expand((t, t))
+    e = (s + mx * -1.0).exp2()
+    p = e * e.reduce_axis(Ops.ADD, (1,)).expand((t, t)).reciprocal()
+    return matmul_t(p, v.permute((1, 0)))
+
+def items(*outs):
+    s = schedule(UOp.sink(*outs))
+    for it in s.items:
+        verify(it.ast, "kernel")
+    return s.items
+
+def test_scores_recomputed_in_their_readers():
+    """T = 128, head_dim 8 (a 128 x 128 score from two 128 x 8 inputs: a blow-up of 8): the row max, the row sum, the
+    output, each with the dot product over head_dim nested in its loop over keys; no 128 x 128 buffer."""
+    q, k, v = buf(128, 8), buf(128, 8), buf(128, 8)
+    its = items(attention(q, k, v))
+    assert len(its) == 3
+    assert max(b.arg for it in its for b in it.bufs) == 128 * 8
+    for it in its:
+        reduces = [u for u in it.ast.toposort() if u.op is Ops.REDUCE]
+        assert any(inner in outer.src[0].toposort() for outer in reduces for inner in reduces if inner is not outer)
+
+def test_small_blowup_keeps_the_stored_scores():
+    """T = 32, head_dim 8 (a blow-up of 2): the scores are one matmul, stored and read by the three reduces."""
+    q, k, v = buf(32, 8), buf(32, 8), buf(32, 8)
+    its = items(attention(q, k, v))
+    assert len(its) == 5 and max(b.arg for it in its for b in it.bufs) == 32 * 32
+
+def test_a_score_read_by_an_output_is_stored():
+    """The scores are also an output (the user asked for the weights): realized, and read by the reduces."""
+    q, k, v = buf(128, 8), buf(128, 8), buf(128, 8)
+    s = matmul_t(q, k)
+    its = items(s, matmul_t(s, v.permute((1, 0))))
+    assert len(its) == 2 and max(b.arg for it in its for b in it.bufs) == 128 * 128
+
+# *** bounds of masked reduces ***
+def ranges(n=16):
+    return UOp.range(n, 0, AxisType.GLOBAL), UOp.range(n, 1, AxisType.REDUCE)
+
+def test_range_bound_of_causal_comparisons():
+    i, j = ranges()
+    ci, cj = i.cast(dtypes.int32), j.cast(dtypes.int32)
+    # cols - rows <= 0, as tril writes it: !(0 < j - i)
+    (start, end) = range_bound((UOp.const(dtypes.int32, 0) < cj + ci * -1) ^ True, j)
+    assert start is None and end.evaluate({i: 5}) == 6
+    # j >= i (a column at or after the row): its start
+    (start, end) = range_bound((cj < ci) ^ True, j)
+    assert end is None and start.evaluate({i: 5}) == 5
+    assert range_bound(cj * 2 < ci, j) is None  # (a coefficient of 2: not an interval of the range's own steps)
+
+def test_masked_max_runs_to_the_diagonal():
+    i, j = ranges()
+    x = UOp(Ops.PARAM, dtypes.float32.ptr(256), (), 1).index(i * 16 + j).load()
+    red = UOp(Ops.REDUCE, dtypes.float32, ((i < j).where(UOp.const(dtypes.float32, -math.inf), x), j), Ops.MAX)
+    new = bound_masked_reduce(red)
+    (r,) = new.src[1:]
+    assert r.src[0].evaluate({i: 5}) == 6 and new.src[0].op is Ops.WHERE  # (the mask stays)
+
+def test_masked_exp_sum_runs_to_the_diagonal_and_a_nonidentity_mask_does_not():
+    i, j = ranges()
+    x = UOp(Ops.PARAM, dtypes.float32.ptr(256), (), 1).index(i * 16 + j).load()
+    m = UOp(Ops.PARAM, dtypes.float32.ptr(16), (), 2).index(i).load()
+    inf = UOp.const(dtypes.float32, -math.inf)
+    s = (i < j).where(inf, x)
+    total = UOp(Ops.REDUCE, dtypes.float32, (((s + m * -1.0) * 1.4426950408889634).exp2(), j), Ops.ADD)
+    assert bound_masked_reduce(total) is not None
+    ones = UOp(Ops.REDUCE, dtypes.float32, ((i < j).where(UOp.const(dtypes.float32, 1.0), x), j), Ops.ADD)
+    assert bound_masked_reduce(ones) is None  # (the masked terms are 1s, not the sum's 0)
