@@ -125,3 +125,28 @@ def test_reduce_of_a_reduce_merges():
     assert out.op is Ops.REDUCE and out.src[1:] == (a, b) and out.src[0].op is Ops.LOAD
     mixed = UOp(Ops.REDUCE, dtypes.float32, (inner, b), Ops.MAX)
     assert graph_rewrite(mixed, pm_reduce_collapse) is mixed
+
+
+def test_reduce_range_read_through_a_division_splits():
+    """sum over k < 64 of x[(k//16)*512 + k%16] * w[k] (heads merged after a transpose, as `out.transpose(1, 2)
+    .reshape(b, t, dim) @ wo` reads them) becomes a sum over (hi < 4, lo < 16) with affine addresses
+    x[hi*512 + lo] * w[hi*16 + lo]; every (hi, lo) is one k. A range with no division, or a divisor that does not
+    divide its size, stays."""
+    import itertools
+
+    from ember.schedule.indexing import pm_split_reduce_ranges
+
+    x = UOp(Ops.PARAM, dtypes.float32.ptr(2048), (), 0)
+    w = UOp(Ops.PARAM, dtypes.float32.ptr(64), (), 1)
+    k = UOp.range(64, 0, AxisType.REDUCE)
+    red = UOp(Ops.REDUCE, dtypes.float32, (x.index((k // 16) * 512 + k % 16).load() * w.index(k).load(), k), Ops.ADD)
+    out = graph_rewrite(red, pm_split_reduce_ranges, ctx=itertools.count(1))
+    assert out.op is Ops.REDUCE and [(r.src[0].arg, r.arg[1]) for r in out.src[1:]] == \
+        [(4, AxisType.REDUCE), (16, AxisType.REDUCE)]
+    hi, lo = out.src[1:]
+    addresses = {u.src[0]: u.src[1] for u in out.toposort() if u.op is Ops.INDEX}
+    assert addresses[x] is hi * 512 + lo and addresses[w] is hi * 16 + lo
+    assert not any(u.op in (Ops.IDIV, Ops.MOD) for u in out.toposort())
+    for plain_read in (x.index(k * 2).load(), x.index(k // 24).load()):  # no division / 24 does not divide 64
+        keep = UOp(Ops.REDUCE, dtypes.float32, (plain_read, k), Ops.ADD)
+        assert graph_rewrite(keep, pm_split_reduce_ranges, ctx=itertools.count(1)) is keep

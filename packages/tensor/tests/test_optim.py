@@ -326,3 +326,35 @@ def test_global_grad_norm_is_accurate_over_millions_of_elements():
     opt.step()
     # one running float32 sum of 3M squares drifts by ~1e-4 (a Llama's norm was off by 7e-4); blocked stays ~1e-6
     assert opt.grad_norm.item() == pytest.approx(np.linalg.norm(c.astype(np.float64)), rel=1e-5)
+
+
+def test_loss_read_after_the_step_is_computed_with_its_gradients():
+    """`zero_grad(); loss.backward(); opt.step(); return loss` (PyTorch's order) runs the forward once: the loss is
+    realized in the schedule of its gradients, not recomputed from the (old) parameters in the step's schedule. Same
+    kernels as realizing the loss beside the gradients by hand, and the loss of the parameters before the step."""
+    from ember.tensor import jit
+
+    rng = np.random.default_rng(0)
+    x0, w0, v0 = (rng.standard_normal(s).astype(np.float32) for s in ((16, 8), (8, 8), (8, 4)))
+
+    def make(by_hand: bool):  # type: ignore[no-untyped-def]
+        w, v = Tensor(w0.copy(), requires_grad=True), Tensor(v0.copy(), requires_grad=True)
+        opt = optim.AdamW([w, v], lr=0.01)
+
+        @jit
+        def step(x: Tensor) -> Tensor:
+            opt.zero_grad()
+            loss = ((x @ w).relu() @ v).square().mean()
+            loss.backward()
+            if by_hand:
+                Tensor.realize_all(loss, w.grad, v.grad)
+            opt.step()
+            return loss.realize()
+        return step
+
+    plain, by_hand = make(False), make(True)
+    losses = [[f(Tensor(x0 * (1 + i))).item() for i in range(3)] for f in (plain, by_hand)]
+    assert plain.kernel_count == by_hand.kernel_count
+    np.testing.assert_allclose(losses[0], losses[1], rtol=1e-6)
+    want = ((np.maximum(x0 @ w0, 0) @ v0) ** 2).mean()
+    np.testing.assert_allclose(losses[0][0], want, rtol=1e-5)

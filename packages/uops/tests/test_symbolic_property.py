@@ -289,6 +289,21 @@ def test_fold_recombine_div_mod():
     assert ((x // 4) * 4 + x % 4).simplify() is x
 
 
+def test_fold_mod_of_div_drops_multiples_of_both_divisors():
+    # a reshape that merges (b, i) and splits the merged index again: ((b*256 + i)//32)%8 is i//32 for i < 256, and
+    # the index it builds, b*8192 + ((b*256 + i)//32 % 8)*32 + i%32, is affine: b*8192 + i
+    b, i = UOp.variable("b", 0, 3), UOp.variable("i", 0, 255)
+    assert (((b * 256 + i) // 32) % 8).simplify() is i // 32
+    assert (b * 8192 + (((b * 256 + i) // 32) % 8) * 32 + i % 32).simplify() is b * 8192 + i
+    # the RoPE pair of a merged head index: ((((h*32 + d)//2) % 16)*2 + d%2 with d < 32 is d
+    h, d = UOp.variable("h", 0, 7), UOp.variable("d", 0, 31)
+    assert ((((h * 32 + d) // 2) % 16) * 2 + d % 2).simplify() is d
+    # a remainder that may be negative is left alone: ((i - 5)//4)%2 with i in [0, 255]
+    assert (((i + -5) // 4) % 2).simplify().op is Ops.MOD
+    for vb, vi in itertools.product(range(4), range(0, 256, 7)):
+        assert (((b * 256 + i + 3) // 32) % 8).simplify().evaluate({b: vb, i: vi}) == ((vb * 256 + vi + 3) // 32) % 8
+
+
 # *** minimal reproducers of failures the properties found ***
 def test_div_keeps_quotient_of_remainder_coefficient():
     # (a*5)//4 with 0 <= a <= 3 is a + a//4 = a (e.g. a=1: 5//4 == 1); fold_divmod once split 5 = 4*1 + 1 but dropped

@@ -1,5 +1,6 @@
-"""Index rules of the kernel graph: one-hot reduces become gathers, nested reduces merge, and an index expression
-simplifies under its validity condition (the bounds a PAD puts on the ranges).
+"""Index rules of the kernel graph: one-hot reduces become gathers, nested reduces merge, a reduce range read through
+a division splits in two, and an index expression simplifies under its validity condition (the bounds a PAD puts on
+the ranges).
 
     value = graph_rewrite(value, symbolic + pm_reduce_collapse)   # inside rangeify's kernel rewrite
     flat = simplify_given_valid(flat, gate)                        # a LOAD's address under its gate
@@ -8,8 +9,9 @@ simplifies under its validity condition (the bounds a PAD puts on the ranges).
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
 
-from ember.uops import Ops, PatternMatcher, UOp, UPat, dtypes, gate_loads
+from ember.uops import AxisType, Ops, PatternMatcher, UOp, UPat, dtypes, gate_loads, symbolic
 
 
 # *** one-hot reduces: a sum over r of (r == y) * v(r) is v(y), where y is in r's bounds ***
@@ -77,6 +79,30 @@ pm_reduce_collapse = PatternMatcher([
     (UPat(Ops.REDUCE, name="red"), collapse_onehot_reduce),
     (UPat(Ops.REDUCE, src=(UPat(Ops.REDUCE, name="inner"),), allow_any_len=True, name="outer"), merge_nested_reduce),
 ])
+
+
+# *** reduce ranges read through a division: split, so the addresses are affine ***
+def split_reduce_range(ctx: Iterator[int], red: UOp) -> UOp | None:
+    """REDUCE over a range r whose value reads r // c or r % c (c divides r's size) is a REDUCE over two ranges hi, lo
+    with r = hi*c + lo, where those are hi and lo. A reduce over axes a reshape merged after a transpose makes them:
+    `x.transpose(1, 2).reshape(b, t, heads * head_dim) @ w` (merging attention heads) reads head r // head_dim at
+    stride t * head_dim; split, the kernel is a plain matmul to codegen. `ctx` numbers the new ranges."""
+    body = red.src[0]
+    for r in red.src[1:]:
+        if r.op is not Ops.RANGE or r.src[0].op is not Ops.CONST:
+            continue
+        n = r.src[0].arg
+        c = next((u.src[1].arg for u in body.toposort() if u.op in (Ops.IDIV, Ops.MOD) and u.src[0] is r and
+                  u.src[1].op is Ops.CONST and 1 < u.src[1].arg < n and n % u.src[1].arg == 0), None)
+        if c is None:
+            continue
+        hi, lo = UOp.range(n // c, next(ctx), AxisType.REDUCE), UOp.range(c, next(ctx), AxisType.REDUCE)
+        ranges = [x for s in red.src[1:] for x in ((hi, lo) if s is r else (s,))]
+        return UOp(Ops.REDUCE, red.dtype, (body.substitute({r: hi * c + lo}), *ranges), red.arg)
+    return None
+
+
+pm_split_reduce_ranges = symbolic + PatternMatcher([(UPat(Ops.REDUCE, name="red"), split_reduce_range)])
 
 
 # *** simplification under a validity condition ***

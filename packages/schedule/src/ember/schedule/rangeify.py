@@ -13,7 +13,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ember.schedule.attention import pm_bound_masked_reduces, recomputed_scores
-from ember.schedule.indexing import index_in_range, onehot_pick, pm_reduce_collapse, simplify_given_valid
+from ember.schedule.indexing import (
+    index_in_range,
+    onehot_pick,
+    pm_reduce_collapse,
+    pm_split_reduce_ranges,
+    simplify_given_valid,
+)
 from ember.uops import (
     AxisType,
     GroupOp,
@@ -326,6 +332,7 @@ def kernel_ast(x: UOp, buffers: dict[UOp, UOp]) -> UOp:
     value = graph_rewrite(view(value_src, _true(), tuple(idxs)), pm_kernel_value, ctx=ctx, bottom_up=True,
                           name="rangeify")
     value = graph_rewrite(value, pm_bound_masked_reduces, name="bound masked reduces")
+    value = graph_rewrite(value, pm_split_reduce_ranges, ctx=ctx.range_ids, name="split reduce ranges")
 
     def address(at: tuple[UOp, ...]) -> UOp:  # the element of the output that index `at` is stored to
         buf, idx = store_index(x.src[0], at) if x.op is Ops.ASSIGN else (buffers[x], flat_index(at, shape).simplify())

@@ -6,7 +6,8 @@ read and write within a schedule. What only the tensor layer knows is program or
 meaning, lazy in execution), and it decides what goes into one schedule with it:
 - a pending write made before a tensor is read lands first, in an earlier schedule (read-after-write);
 - a lazy tensor made before a write, that reads the memory written, joins the write's schedule, and the scheduler
-  runs it before the write (write-after-read).
+  runs it before the write (write-after-read);
+- a lazy loss that backward() was called on joins the schedule of its gradients (its forward runs there anyway).
 """
 
 from __future__ import annotations
@@ -47,8 +48,9 @@ def is_realized(u: UOp) -> bool:
 
 
 def realize_all(tensors: Sequence[Tensor]) -> None:
-    """Compute `tensors` into buffers in one schedule (with the lazy tensors program order puts beside them), then
-    make every live tensor read the buffers."""
+    """Compute `tensors` into buffers in one schedule (with the lazy tensors program order puts beside them, and the
+    losses whose gradients they are), then make every live tensor read the buffers."""
+    tensors = [*tensors, *_losses_beside(tensors)]
     if first := _writes_before(tensors):
         realize_all(first)  # earlier writes to memory these tensors touch land first, in their own schedule
     todo = [t for t in tensors if not is_realized(t.uop)]
@@ -84,6 +86,31 @@ def realize_all(tensors: Sequence[Tensor]) -> None:
                 t.uop = new
         elif done and not is_realized(t.uop) and not writes.read_by(t, before=False):
             t.uop = t.uop.substitute(done)
+
+
+# a lazy tensor backward() was called on (a loss): computed in the schedule that computes its gradients, where its
+# forward runs anyway. PyTorch has the loss from the forward; left lazy, reading it after `opt.step()` would run the
+# whole forward a second time (in the step's schedule, before the parameters are overwritten)
+_backward_roots: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()  # by id
+
+
+def note_backward_root(t: Tensor) -> None:
+    """Record that backward() was called on lazy tensor t: it is realized with its gradients (`realize_all`)."""
+    if not is_realized(t.uop):
+        _backward_roots[id(t)] = t
+
+
+def _losses_beside(tensors: Sequence[Tensor]) -> list[Tensor]:
+    """The lazy losses (backward roots) that share a reduction with the graphs of `tensors`: their gradients, or
+    whatever else computes their forward."""
+    for key, t in list(_backward_roots.items()):
+        if is_realized(t.uop):
+            del _backward_roots[key]
+    ids = {id(t) for t in tensors}
+    if not (roots := [t for key, t in list(_backward_roots.items()) if key not in ids]):
+        return []
+    shared = {x for x in _graph_nodes(tensors) if x.op is Ops.REDUCE_AXIS}
+    return [t for t in roots if any(x in shared for x in t.uop.toposort() if x.op is Ops.REDUCE_AXIS)] if shared else []
 
 
 def _graph_nodes(tensors: Sequence[Tensor]) -> list[UOp]:

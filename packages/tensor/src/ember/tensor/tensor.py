@@ -263,6 +263,7 @@ class Tensor(creation.CreationMixin, random.RandomMixin, movement.MovementMixin,
                 t.grad.assign(t.grad + g)  # in place, like PyTorch: a persistent grad buffer (optimizers) stays put
             else:
                 t.grad = t.grad + g
+        realize.note_backward_root(self)
         return self
 
     def detach(self) -> Tensor:

@@ -189,6 +189,21 @@ def fold_nested_div(d: UOp, x: UOp, c1: UOp, c2: UOp) -> UOp | None:
     return _not_larger(x // (c1.arg * c2.arg), d, {x}) if x.vmin >= 0 and c1.arg > 0 and c2.arg > 0 else None
 
 
+def fold_mod_of_div(d: UOp, x: UOp, c1: UOp, c2: UOp) -> UOp | None:
+    """(x // c1) % c2 drops the terms of x that are multiples of c1*c2: x = c1*c2*k + r with r >= 0 gives
+    (c2*k + r//c1) % c2 = (r//c1) % c2. A reshape that splits a merged index makes this: ((b*256 + i)//32) % 8 is
+    (i//32) % 8, where x // c1 alone was not folded (b*8 + i//32 is not smaller than the shared (b*256 + i)//32)."""
+    if x.vmin < 0 or c1.arg <= 0 or c2.arg <= 0:
+        return None
+    terms, k = linear_terms(x)
+    step = c1.arg * c2.arg
+    rest = [(b, m) for b, m in terms if m % step != 0]
+    if len(rest) == len(terms) and 0 <= k < step:
+        return None
+    r = _build_sum(x.dtype, rest, k % step)
+    return None if r.vmin < 0 else _not_larger((r // c1.arg) % c2.arg, d, {b for b, _ in terms})
+
+
 def fold_nested_mod(x: UOp, c1: UOp, c2: UOp) -> UOp | None:
     # (x % c1) % c2 -> x % c2 when c2 divides c1, x >= 0
     return x % c2.arg if x.vmin >= 0 and c2.arg > 0 and c1.arg > 0 and c1.arg % c2.arg == 0 else None
@@ -281,6 +296,7 @@ symbolic_simple = PatternMatcher([
 
 # division and modulo by constants, on non-negative numerators (range analysis of the numerator)
 pm_divmod = PatternMatcher([
+    (UPat(Ops.MOD, src=(ivar // UPat.cvar("c1"), UPat.cvar("c2")), name="d"), fold_mod_of_div),
     (UPat((Ops.IDIV, Ops.MOD), src=(ivar, icst), name="d"), fold_divmod),
     (UPat(Ops.IDIV, src=(ivar // UPat.cvar("c1"), UPat.cvar("c2")), name="d"), fold_nested_div),
     ((ivar % UPat.cvar("c1")) % UPat.cvar("c2"), fold_nested_mod),
