@@ -67,6 +67,30 @@ def test_numerics_vs_pytorch(t, d, causal, gqa):
         np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-4, atol=2e-5, err_msg=f"d{name}")
 
 
+@pytest.mark.parametrize("kind", ["bool", "float"])
+def test_explicit_masks_vs_pytorch(kind):
+    """A key-padding bool mask (with a query that sees no key: zeros, as PyTorch) and an additive float mask, through
+    the recomputed scores: forward and dq, dk, dv."""
+    t, d = 100, 4
+    q, k, v, up = arr(1, 2, t, d), arr(1, 2, t, d), arr(1, 2, t, d), arr(1, 2, t, d)
+    if kind == "bool":
+        mask = np.ones((t, t), bool)
+        mask[:, 90:] = False
+        mask[7] = False
+    else:
+        mask = arr(t, t)
+    ours = [Tensor(a, requires_grad=True) for a in (q, k, v)]
+    theirs = [torch.tensor(a, requires_grad=True) for a in (q, k, v)]
+    o = ours[0].scaled_dot_product_attention(ours[1], ours[2], attn_mask=Tensor(mask))
+    assert max(b.arg for it in kernels(o) for b in it.bufs) < 2 * t * t  # (the mask itself is t x t)
+    ref = F.scaled_dot_product_attention(*theirs, attn_mask=torch.tensor(mask))
+    np.testing.assert_allclose(o.numpy(), ref.detach().numpy(), rtol=1e-4, atol=2e-5)
+    (o * Tensor(up)).sum().backward()
+    (ref * torch.tensor(up)).sum().backward()
+    for name, a, b in zip("qkv", ours, theirs):
+        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-4, atol=2e-5, err_msg=f"d{name}")
+
+
 def test_python_device():
     """The bounded loops and nested reduces on the PYTHON device (the reference interpreter), forward and dq."""
     t, d = 37, 2

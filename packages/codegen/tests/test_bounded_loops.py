@@ -53,3 +53,14 @@ def test_upcast_widens_the_bound_to_the_last_lane():
 def test_no_padding_or_workgroup_split_of_a_bounding_axis(op):
     with pytest.raises(KernelOptError, match="size of another loop depends on axis 0"):
         apply_opts(causal_row_max_ast(36), [Opt(op, 0, 8 if op is OptOps.PADTO else 4)])
+
+
+@pytest.mark.parametrize("renderer", ["CUDARenderer", "HIPRenderer"])
+def test_gpu_heuristic_leaves_a_bounding_axis_whole(renderer):
+    """The GPU heuristic puts no workgroup split on the axis a loop's bound depends on (a cumsum, a causal row max):
+    the program builds, its loop bounded by the output index."""
+    import ember.codegen as codegen
+
+    prg = to_program(causal_row_max_ast(256), getattr(codegen, renderer)(), None)
+    assert all(o.op is not OptOps.LOCAL for o in prg.applied_opts)
+    assert any(u.op is Ops.RANGE and u.src[0].op is not Ops.CONST for u in prg.uops)

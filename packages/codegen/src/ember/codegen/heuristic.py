@@ -9,6 +9,7 @@ from ember.codegen.opt import (
     KernelOptError,
     apply_opt,
     apply_opts,
+    bounding_ranges,
     kernel_ranges,
     nested_reduce,
     range_size,
@@ -120,10 +121,10 @@ def _remainder_pads(ast: UOp, renderer: Renderer) -> list[Opt]:
     others = [r for r in outputs if r is not j and any(r not in ld for ld in inside)]
     if j is None or not inside or not others:
         return []
-    pads = []
+    pads, bounding = [], bounding_ranges(ast)
     for r, amt in ((j, 2 * vec), (others[-1], 8)):
         size = range_size(r) or 0
-        if size % amt and (size % vec if r is j else True) and size >= 4 * amt:
+        if size % amt and (size % vec if r is j else True) and size >= 4 * amt and r not in bounding:
             pads.append(Opt(OptOps.PADTO, rngs.index(r), amt))
     return pads
 
@@ -175,7 +176,8 @@ def gpu_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
             except KernelOptError:
                 continue
             budget //= TENSOR_CORES[index].threads
-            for r in reversed([r for r in kernel_ranges(chosen.kernel) if r.arg[1] is AxisType.GLOBAL]):
+            for r in reversed([r for r in kernel_ranges(chosen.kernel) if r.arg[1] is AxisType.GLOBAL and
+                               r not in bounding_ranges(chosen.kernel)]):
                 amount = _divisor(range_size(r), tuple(a for a in (4, 2) if a <= budget))
                 if amount is not None:
                     add(Opt(OptOps.LOCAL, axis(r), amount))
@@ -195,7 +197,8 @@ def gpu_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
             budget //= amount
     store = stores[0] if len(stores) == 1 else {}
     contiguous = [r for r in reversed(outputs) if store.get(r) == 1]
-    for r in contiguous + [r for r in reversed(outputs) if r not in contiguous]:
+    bounding = bounding_ranges(ast)  # (a loop's size depends on them: not split across a workgroup)
+    for r in [r for r in contiguous + [r for r in reversed(outputs) if r not in contiguous] if r not in bounding]:
         amount = _divisor(range_size(r), tuple(a for a in (32, 16, 8, 4, 2) if a <= budget))
         if amount is not None:
             add(Opt(OptOps.LOCAL, axis(r), amount))
