@@ -224,7 +224,7 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
 # a reduce nested in another's loop keeps up to this many accumulators of the outer one in registers (an attention's
 # output row over head_dim), so that the inner reduce runs once per outer iteration, not once per output
 NESTED_MAX_ACCUMULATORS = 64
-NESTED_MAX_LANES = 512  # ... and with a block of queries, this many in all
+NESTED_MAX_LANES = 1024  # ... and with a block of queries, this many in all (16 x head_dim 64)
 
 
 def _nested_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
@@ -251,10 +251,11 @@ def _nested_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
             add(Opt(OptOps.UNROLL, axis(r), size))
     lanes = 1
     for r in reversed([r for r in outputs if r not in inner_deps]):
-        size = range_size(r) or 0
-        if size >= 2 and lanes * size <= NESTED_MAX_ACCUMULATORS:
-            add(Opt(OptOps.UPCAST, axis(r), size))
-            lanes *= size
+        # the whole axis, or the largest part of it that fits (head_dim 128: two halves, each recomputing the scores)
+        fits = [a for a in range(NESTED_MAX_ACCUMULATORS // lanes, 1, -1) if (range_size(r) or 0) % a == 0]
+        if fits:
+            add(Opt(OptOps.UPCAST, axis(r), fits[0]))
+            lanes *= fits[0]
     vec = max(renderer.max_vector, 1)
     block = next((r for r in reversed(outputs) if r in inner_deps and (range_size(r) or 0) >= 2), None)
     amounts = tuple(a for a in (vec, vec // 2, vec // 4) if a >= 2 and lanes * a <= NESTED_MAX_LANES)
