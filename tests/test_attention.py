@@ -117,6 +117,20 @@ def test_forward_kernels_and_no_scores():
     assert len(bounded) == 3  # one key loop in each kernel, up to the query's own position
 
 
+def test_keys_stored_transposed_are_copied_once_in_row_order():
+    """k kept as k^T (head_dim, T) contiguous, as the trainer stores it for a matmul: the recomputing kernels would
+    read a key's head_dim values T apart (as many cache lines, aliasing when T is a power of two), so k is copied
+    once in (T, head_dim) order: one more kernel, of T x head_dim elements; the same values."""
+    t, d = 256, 8
+    q, k, v = arr(1, 2, t, d), arr(1, 2, t, d), arr(1, 2, t, d)
+    k_t = Tensor(np.ascontiguousarray(k.transpose(0, 1, 3, 2))).transpose(-1, -2)
+    out = sdpa(Tensor(q), k_t, Tensor(v), causal=True)
+    ks = kernels(out)
+    assert len(ks) == 4 and sorted(it.bufs[0].arg for it in ks)[:3] == [2 * t, 2 * t, 2 * t * d]
+    ref = F.scaled_dot_product_attention(torch.tensor(q), torch.tensor(k), torch.tensor(v), is_causal=True)
+    np.testing.assert_allclose(out.numpy(), ref.numpy(), rtol=1e-4, atol=2e-5)
+
+
 def test_backward_kernels_and_no_scores():
     """Forward (3) and backward: dv = p^T dO, the rows' sum(dp * p), dq = dS k, dk = dS^T q, each recomputing p
     (and dp) from the stored row statistics: 7 kernels, none with a T x T buffer; and the upstream gradient

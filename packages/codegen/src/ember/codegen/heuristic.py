@@ -256,15 +256,21 @@ def _nested_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
         if fits:
             add(Opt(OptOps.UPCAST, axis(r), fits[0]))
             lanes *= fits[0]
-    vec = max(renderer.max_vector, 1)
-    block = next((r for r in reversed(outputs) if r in inner_deps and (range_size(r) or 0) >= 2), None)
+    # the block's lanes must share an operand of the inner reduce (the keys, for a block of queries; not the heads,
+    # each with keys of its own): the axis bounding the loop first
+    vec, bounding = max(renderer.max_vector, 1), bounding_ranges(ast)
+    shared = [r for r in outputs if r in inner_deps and (range_size(r) or 0) >= 2 and
+              any(r not in ld and any(x in ld for red in inner for x in red.src[1:]) for ld in loads)]
+    block = max(shared, key=lambda r: (r in bounding, outputs.index(r)), default=None)
     amounts = tuple(a for a in (vec, vec // 2, vec // 4) if a >= 2 and lanes * a <= NESTED_MAX_LANES)
     if block is not None and (amt := _divisor(range_size(block), amounts)) is not None:
         add(Opt(OptOps.UPCAST, axis(block), amt))
+    # threads share an axis no loop depends on (heads, batch): an axis bounding a causal loop has uneven halves
     rngs = kernel_ranges(chosen.kernel)
-    outs = [i for i, r in enumerate(rngs) if r.arg[1] is AxisType.GLOBAL]
-    if renderer.has_threads and renderer.max_threads > 1 and outs and (range_size(rngs[outs[0]]) or 0) >= 2:
-        add(Opt(OptOps.THREAD, outs[0], renderer.max_threads))
+    outs = [r for r in rngs if r.arg[1] is AxisType.GLOBAL and (range_size(r) or 0) >= 2]
+    even = [r for r in outs if r not in bounding_ranges(chosen.kernel) and (range_size(r) or 0) >= renderer.max_threads]
+    if renderer.has_threads and renderer.max_threads > 1 and outs:
+        add(Opt(OptOps.THREAD, axis((even or outs)[0]), renderer.max_threads))
     return chosen.opts
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 
-from ember.uops import GroupOp, Ops, PatternMatcher, UOp, UPat, dtypes, linear_terms, prod
+from ember.uops import AxisType, GroupOp, Ops, PatternMatcher, UOp, UPat, dtypes, linear_terms, movement_index, prod
 
 # a reduce this short (head_dim) is recomputed by each reader rather than stored: its output costs a store and a load
 # per element, its recomputation this many multiply-adds
@@ -89,6 +89,48 @@ def recomputed_scores(nodes: list[UOp], users: dict[UOp, list[UOp]], forced: set
         if ok:
             recomputed |= region
     return recomputed
+
+
+def _memory_stride(operand: UOp, axis: int) -> int | None:
+    """How far apart in memory consecutive elements of `axis` of `operand` (a view through movement ops) lie, in the
+    row-major layout of the first non-movement node below it; None if not affine."""
+    if operand.shape is None or not all(isinstance(s, int) for s in operand.shape):
+        return None
+    idxs = tuple(UOp.range(n, i, AxisType.GLOBAL) for i, n in enumerate(operand.shape))
+    x = operand
+    while x.op in GroupOp.Movement or x.op is Ops.DETACH:
+        if x.op is not Ops.DETACH:
+            idxs = movement_index(x.op, x.arg, x.src[0].shape, idxs)[0]
+        x = x.src[0]
+    flat = UOp.const(dtypes.index, 0)
+    for i, n in zip(idxs, x.shape):
+        flat = flat * n + i
+    terms, _ = linear_terms(flat.simplify())
+    r = UOp.range(operand.shape[axis], axis, AxisType.GLOBAL)
+    if any(b is not r and r in b.toposort() for b, _ in terms):
+        return None
+    return sum(m for b, m in terms if b is r)
+
+
+def transposed_score_operands(recomputed: set[UOp]) -> set[UOp]:
+    """Operands of the recomputed scores that the dot product would read across memory (k stored as k^T, one row of
+    head_dim per key): stored once more, in the order the dot product reads them (O(T x head_dim) copies). Each key's
+    head_dim values lie far apart otherwise, in as many cache lines as head_dim, aliasing in the cache when T is a
+    power of two: the recomputing kernels run 3-5x slower."""
+    stored: set[UOp] = set()
+    for score in (u for u in recomputed if u.op is Ops.REDUCE_AXIS):
+        axis = score.arg[1][-1]
+        if score.src[0].op is not Ops.MUL:
+            continue
+        for operand in score.src[0].src:
+            below, x = None, operand
+            while x.op in GroupOp.Movement or x.op is Ops.DETACH:
+                if x.op is Ops.EXPAND:
+                    below = x.src[0]
+                x = x.src[0]
+            if below is not None and (stride := _memory_stride(operand, axis)) is not None and abs(stride) > 1:
+                stored.add(below)
+    return stored
 
 
 # *** masked reduces: the range cut to where the value is not the identity ***

@@ -12,7 +12,7 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ember.schedule.attention import pm_bound_masked_reduces, recomputed_scores
+from ember.schedule.attention import pm_bound_masked_reduces, recomputed_scores, transposed_score_operands
 from ember.schedule.indexing import (
     index_in_range,
     onehot_pick,
@@ -116,6 +116,7 @@ def realize_map(sink: UOp) -> set[UOp]:
     # attention's scores (and what follows them up to the reduces that read them) are recomputed in those reduces'
     # kernels, never stored: the rules below leave them out (attention.py)
     recomputed = recomputed_scores(nodes, users, realized)
+    realized |= transposed_score_operands(recomputed)
     # 0. the epilogue of a reduce (what follows it, read by nothing else, with no broadcast in between: a matmul's
     #    scale, a residual add) read by several nodes is stored with the reduce, in its kernel; else rule 1 below
     #    would store the bare reduce (broadcast further on, through this node) and every reader would recompute the
