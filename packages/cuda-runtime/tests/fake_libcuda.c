@@ -10,6 +10,9 @@
  *
  * The parameter layout (cuFuncGetParamInfo, and how many bytes a launch reads behind each kernelParams pointer) is
  * the cubin's own, from its .nv.info.<kernel> section.
+ * Graphs (cuGraphCreate ... cuGraphLaunch) keep their own copies of the argument values, as a real driver does; the
+ * library built with -DFAKE_CUDA_NO_GRAPHS has none of the graph entry points. A launch or kernel node with more
+ * than 48 KiB of dynamic shared memory needs the kernel's cuFuncSetAttribute(8) first.
  * Kernels executed: add(float *out, const float *a, const float *b, int n): out[i] = a[i] + b[i];
  *                   iota64(long long *out, long long start): out[i] = start + i (i < grid * block).
  */
@@ -68,7 +71,7 @@ typedef struct { int live, recorded, flags; double t; } event_t;
 static event_t events[4096];
 typedef struct { int live; unsigned char *image; size_t size; } module_t;
 static module_t modules[256];
-typedef struct { int module; char name[128]; int nparams; size_t sizes[64], offsets[64]; } function_t;
+typedef struct { int module; char name[128]; int nparams; size_t sizes[64], offsets[64]; int max_dynamic_shared; } function_t;
 static function_t functions[1024];
 static int nstreams, nevents, nmodules, nfunctions;
 
@@ -319,10 +322,16 @@ CUresult cuFuncGetAttribute(int *v, int attr, void *f) {
   *v = attr == 0 ? 1024 : 0;
   return OK;
 }
+#define STATIC_SHARED_MAX 49152
+#define SHARED_OPTIN_MAX 232448  /* attribute 97: 227 KiB, sm_90 */
 CUresult cuFuncSetAttribute(void *f, int attr, int value) {
   NEED_INIT();
   if (!valid_function(f)) VIOLATION("cuFuncSetAttribute: function %p", f);
-  logline("cuFuncSetAttribute attr=%d value=%d", attr, value);
+  logline("cuFuncSetAttribute %s attr=%d value=%d", ((function_t *)f)->name, attr, value);
+  if (attr == 8) {  /* CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES */
+    if (value < 0 || value > SHARED_OPTIN_MAX) return INVALID_VALUE;
+    ((function_t *)f)->max_dynamic_shared = value;
+  }
   return OK;
 }
 /* The kernel's parameters as the cubin lists them: section ".nv.info.<name>" holds attributes of 4 bytes, or for
@@ -381,28 +390,31 @@ CUresult cuFuncGetParamInfo(void *f, size_t index, size_t *offset, size_t *size)
   return OK;
 }
 
-CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                        unsigned shared, void *stream, void **params, void **extra) {
-  NEED_CTX();
-  if (!valid_function(f)) VIOLATION("cuLaunchKernel: function %p", f);
-  if (!valid_stream(stream)) VIOLATION("cuLaunchKernel: stream %p", stream);
-  if (!gx || !gy || !gz || !bx || !by || !bz || (unsigned long)bx * by * bz > 1024)
-    VIOLATION("cuLaunchKernel: grid %u,%u,%u block %u,%u,%u", gx, gy, gz, bx, by, bz);
-  if (!params || extra) VIOLATION("cuLaunchKernel: kernelParams %p extra %p", (void *)params, (void *)extra);
-  function_t *fn = f;
-  char args[2048] = "";
+/* A launch's checks (dims, dynamic shared memory against the kernel's opt-in) and its arguments as text. */
+static CUresult check_launch(const char *call, function_t *fn, const unsigned dims[6], unsigned shared,
+                             void **params, char *args, size_t args_size) {
+  if (!dims[0] || !dims[1] || !dims[2] || !dims[3] || !dims[4] || !dims[5] ||
+      (unsigned long)dims[3] * dims[4] * dims[5] > 1024)
+    VIOLATION("%s: grid %u,%u,%u block %u,%u,%u", call, dims[0], dims[1], dims[2], dims[3], dims[4], dims[5]);
+  if (shared > STATIC_SHARED_MAX && shared > (unsigned)fn->max_dynamic_shared)
+    VIOLATION("%s %s: %u bytes of dynamic shared memory, over 48 KiB without cuFuncSetAttribute(8) (set: %d)", call,
+              fn->name, shared, fn->max_dynamic_shared);
+  args[0] = 0;
   for (int i = 0; i < fn->nparams; i++) {
     char one[40];
     size_t size = fn->sizes[i];
-    if (size != 1 && size != 2 && size != 4 && size != 8) VIOLATION("cuLaunchKernel %s: param %d of %zu bytes", fn->name, i, size);
+    if (size != 1 && size != 2 && size != 4 && size != 8) VIOLATION("%s %s: param %d of %zu bytes", call, fn->name, i, size);
     long long v = size == 1 ? *(signed char *)params[i] : size == 2 ? *(short *)params[i]
                 : size == 4 ? *(int *)params[i] : *(long long *)params[i];
     snprintf(one, sizeof one, "%s%lld", i ? "," : "", v);
-    strncat(args, one, sizeof args - strlen(args) - 1);
+    strncat(args, one, args_size - strlen(args) - 1);
   }
-  logline("cuLaunchKernel %s grid=%u,%u,%u block=%u,%u,%u shared=%u args=%s", fn->name, gx, gy, gz, bx, by, bz,
-          shared, args);
-  size_t threads = (size_t)gx * gy * gz * bx * by * bz;
+  return OK;
+}
+
+/* Run a launch of one of the kernels the fake executes (others are only recorded). */
+static CUresult execute(function_t *fn, const unsigned dims[6], void **params) {
+  size_t threads = (size_t)dims[0] * dims[1] * dims[2] * dims[3] * dims[4] * dims[5];
   if (!strcmp(fn->name, "add") && fn->nparams == 4) {
     float *out = (float *)(uintptr_t)*(uint64_t *)params[0], *a = (float *)(uintptr_t)*(uint64_t *)params[1],
           *b = (float *)(uintptr_t)*(uint64_t *)params[2];
@@ -410,16 +422,162 @@ CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned
     if (count > threads) count = threads;
     if (!find_alloc((uintptr_t)out, count * 4, DEVICE_MEM) || !find_alloc((uintptr_t)a, count * 4, DEVICE_MEM) ||
         !find_alloc((uintptr_t)b, count * 4, DEVICE_MEM))
-      VIOLATION("cuLaunchKernel add: a buffer is not device memory of %zu floats", count);
+      VIOLATION("launch of add: a buffer is not device memory of %zu floats", count);
     for (size_t i = 0; i < count; i++) out[i] = a[i] + b[i];
   } else if (!strcmp(fn->name, "iota64") && fn->nparams == 2) {
     long long *out = (long long *)(uintptr_t)*(uint64_t *)params[0], start = *(long long *)params[1];
-    if (!find_alloc((uintptr_t)out, threads * 8, DEVICE_MEM)) VIOLATION("cuLaunchKernel iota64: out too small");
+    if (!find_alloc((uintptr_t)out, threads * 8, DEVICE_MEM)) VIOLATION("launch of iota64: out too small");
     for (size_t i = 0; i < threads; i++) out[i] = start + (long long)i;
   }
   clock_ms += 1.5;
   return OK;
 }
+
+CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                        unsigned shared, void *stream, void **params, void **extra) {
+  NEED_CTX();
+  if (!valid_function(f)) VIOLATION("cuLaunchKernel: function %p", f);
+  if (!valid_stream(stream)) VIOLATION("cuLaunchKernel: stream %p", stream);
+  if (!params || extra) VIOLATION("cuLaunchKernel: kernelParams %p extra %p", (void *)params, (void *)extra);
+  function_t *fn = f;
+  unsigned dims[6] = {gx, gy, gz, bx, by, bz};
+  char args[2048];
+  CUresult r = check_launch("cuLaunchKernel", fn, dims, shared, params, args, sizeof args);
+  if (r != OK) return r;
+  logline("cuLaunchKernel %s grid=%u,%u,%u block=%u,%u,%u shared=%u args=%s", fn->name, gx, gy, gz, bx, by, bz,
+          shared, args);
+  return execute(fn, dims, params);
+}
+
+#ifndef FAKE_CUDA_NO_GRAPHS  /* (built without them too: a driver that lacks the graph entry points) */
+/* *** graphs: kernel nodes in a chain; the driver copies each node's argument values (as a real one does), an
+ * executable graph has its own copy of them, so a replay sees new arguments only through
+ * cuGraphExecKernelNodeSetParams_v2. The params struct is cuda.h's CUDA_KERNEL_NODE_PARAMS_v2. *** */
+typedef struct {
+  void *func;
+  unsigned gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes;
+  void **kernelParams, **extra;
+  void *kern, *ctx;
+} kernel_node_params_t;
+_Static_assert(sizeof(kernel_node_params_t) == 72, "CUDA_KERNEL_NODE_PARAMS_v2 is 72 bytes");
+typedef struct { function_t *fn; unsigned dims[6], shared; unsigned char values[64][8]; } node_t;
+#define MAX_NODES 256
+typedef struct { int live; int nnodes; node_t nodes[MAX_NODES]; } graph_t;
+typedef struct { int live; graph_t *graph; int nnodes; node_t nodes[MAX_NODES]; } graph_exec_t;
+static graph_t graphs[16];
+static graph_exec_t graph_execs[16];
+static int ngraphs, ngraph_execs;
+static int valid_graph(void *g) { return CHECK_HANDLE(graphs, ngraphs, g, "graph") && ((graph_t *)g)->live; }
+static int valid_graph_exec(void *e) {
+  return CHECK_HANDLE(graph_execs, ngraph_execs, e, "exec") && ((graph_exec_t *)e)->live;
+}
+/* A node handle is the address of its node_t in its graph. */
+static int node_index(graph_t *g, void *node) {
+  node_t *n = node;
+  return n >= g->nodes && n < g->nodes + g->nnodes ? (int)(n - g->nodes) : -1;
+}
+
+static CUresult read_node(const char *call, const kernel_node_params_t *p, node_t *out, char *args, size_t size) {
+  if (!p || !valid_function(p->func)) VIOLATION("%s: func %p", call, p ? p->func : NULL);
+  if (!p->kernelParams || p->extra) VIOLATION("%s: kernelParams %p extra %p", call, (void *)p->kernelParams,
+                                              (void *)p->extra);
+  if (p->kern) VIOLATION("%s: kern %p set beside func", call, p->kern);
+  if (p->ctx && !valid_ctx(p->ctx)) VIOLATION("%s: ctx %p", call, p->ctx);
+  function_t *fn = p->func;
+  unsigned dims[6] = {p->gridDimX, p->gridDimY, p->gridDimZ, p->blockDimX, p->blockDimY, p->blockDimZ};
+  CUresult r = check_launch(call, fn, dims, p->sharedMemBytes, p->kernelParams, args, size);
+  if (r != OK) return r;
+  out->fn = fn;
+  memcpy(out->dims, dims, sizeof dims);
+  out->shared = p->sharedMemBytes;
+  for (int i = 0; i < fn->nparams; i++) memcpy(out->values[i], p->kernelParams[i], fn->sizes[i]);
+  return OK;
+}
+
+CUresult cuGraphCreate(void **g, unsigned int flags) {
+  NEED_CTX();
+  if (!g || flags || ngraphs == 16) VIOLATION("cuGraphCreate flags=%u", flags);
+  graphs[ngraphs] = (graph_t){1, 0, {{0}}};
+  *g = &graphs[ngraphs++];
+  logline("cuGraphCreate");
+  return OK;
+}
+CUresult cuGraphAddKernelNode_v2(void **node, void *graph, void **deps, size_t ndeps,
+                                 const kernel_node_params_t *p) {
+  NEED_CTX();
+  if (!node || !valid_graph(graph)) VIOLATION("cuGraphAddKernelNode_v2: graph %p", graph);
+  graph_t *g = graph;
+  if (g->nnodes == MAX_NODES) VIOLATION("cuGraphAddKernelNode_v2: too many nodes");
+  if (ndeps && !deps) VIOLATION("cuGraphAddKernelNode_v2: %zu dependencies, no array", ndeps);
+  /* (the fake runs nodes in the order added: each must come after the one before it) */
+  if (g->nnodes && (ndeps != 1 || node_index(g, deps[0]) != g->nnodes - 1))
+    VIOLATION("cuGraphAddKernelNode_v2: node %d does not depend on node %d", g->nnodes, g->nnodes - 1);
+  if (!g->nnodes && ndeps) VIOLATION("cuGraphAddKernelNode_v2: the first node has %zu dependencies", ndeps);
+  char args[2048];
+  CUresult r = read_node("cuGraphAddKernelNode_v2", p, &g->nodes[g->nnodes], args, sizeof args);
+  if (r != OK) return r;
+  logline("cuGraphAddKernelNode_v2 %s node=%d deps=%zu grid=%u,%u,%u block=%u,%u,%u shared=%u args=%s",
+          p->func ? ((function_t *)p->func)->name : "?", g->nnodes, ndeps, p->gridDimX, p->gridDimY, p->gridDimZ,
+          p->blockDimX, p->blockDimY, p->blockDimZ, p->sharedMemBytes, args);
+  *node = &g->nodes[g->nnodes++];
+  return OK;
+}
+CUresult cuGraphInstantiateWithFlags(void **e, void *graph, unsigned long long flags) {
+  NEED_CTX();
+  if (!e || !valid_graph(graph) || flags || ngraph_execs == 16)
+    VIOLATION("cuGraphInstantiateWithFlags graph=%p flags=%llu", graph, flags);
+  graph_exec_t *x = &graph_execs[ngraph_execs++];
+  x->live = 1;
+  x->graph = graph;
+  x->nnodes = x->graph->nnodes;
+  memcpy(x->nodes, x->graph->nodes, sizeof x->nodes);
+  *e = x;
+  logline("cuGraphInstantiateWithFlags nodes=%d", x->nnodes);
+  return OK;
+}
+CUresult cuGraphExecKernelNodeSetParams_v2(void *e, void *node, const kernel_node_params_t *p) {
+  NEED_CTX();
+  if (!valid_graph_exec(e)) VIOLATION("cuGraphExecKernelNodeSetParams_v2: exec %p", e);
+  graph_exec_t *x = e;
+  int i = node_index(x->graph, node);
+  if (i < 0 || i >= x->nnodes) VIOLATION("cuGraphExecKernelNodeSetParams_v2: node %p is not of this graph", node);
+  node_t updated;
+  char args[2048];
+  CUresult r = read_node("cuGraphExecKernelNodeSetParams_v2", p, &updated, args, sizeof args);
+  if (r != OK) return r;
+  if (updated.fn != x->nodes[i].fn) VIOLATION("cuGraphExecKernelNodeSetParams_v2: node %d changes its kernel", i);
+  x->nodes[i] = updated;
+  logline("cuGraphExecKernelNodeSetParams_v2 %s node=%d args=%s", updated.fn->name, i, args);
+  return OK;
+}
+CUresult cuGraphLaunch(void *e, void *stream) {
+  NEED_CTX();
+  if (!valid_graph_exec(e) || !valid_stream(stream)) VIOLATION("cuGraphLaunch exec=%p stream=%p", e, stream);
+  graph_exec_t *x = e;
+  logline("cuGraphLaunch nodes=%d", x->nnodes);
+  for (int i = 0; i < x->nnodes; i++) {
+    void *params[64];
+    for (int k = 0; k < x->nodes[i].fn->nparams; k++) params[k] = x->nodes[i].values[k];
+    CUresult r = execute(x->nodes[i].fn, x->nodes[i].dims, params);
+    if (r != OK) return r;
+  }
+  return OK;
+}
+CUresult cuGraphExecDestroy(void *e) {
+  NEED_CTX();
+  if (!valid_graph_exec(e)) VIOLATION("cuGraphExecDestroy %p", e);
+  ((graph_exec_t *)e)->live = 0;
+  logline("cuGraphExecDestroy");
+  return OK;
+}
+CUresult cuGraphDestroy(void *g) {
+  NEED_CTX();
+  if (!valid_graph(g)) VIOLATION("cuGraphDestroy %p", g);
+  ((graph_t *)g)->live = 0;
+  logline("cuGraphDestroy");
+  return OK;
+}
+#endif
 
 /* *** streams and events *** */
 CUresult cuStreamCreate(void **s, unsigned int flags) {

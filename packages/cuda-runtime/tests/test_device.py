@@ -219,25 +219,120 @@ def test_a_batch_cubin_is_loaded_once(fake_cuda):
     assert fake_cuda.calls("cuModuleUnload") == ["cuModuleUnload"]
 
 
-def test_a_jit_replays_as_one_batch_with_new_inputs(fake_cuda):
-    """CUDADevice.graph: the launches built once, the inputs' pointers patched in; the fake GPU runs `add`."""
-    dev = Device["CUDA"]
-    n = 256
+def _replay_setup(dev, n):
     prg = dev.runtime("add", dev.compiler.compile_cached(ADD))
-    out, tmp = Buffer("CUDA", n, dtypes.float32), Buffer("CUDA", n, dtypes.float32)
-    a, b = Buffer("CUDA", n, dtypes.float32).copyin(np.ones(n, np.float32)), Buffer("CUDA", n, dtypes.float32)
-    b.copyin(np.full(n, 2.0, np.float32))
-    # tmp = a + b; out = tmp + b, then a copy of out into a (an input) is not allowed: copies go out to tmp
-    launches = [(prg, [tmp, a, b], (1,), (256,), (n,)), (prg, [out, tmp, b], (1,), (256,), (n,))]
-    graph = dev.graph(launches, [a, b])
-    assert graph is not None and len(graph.jobs) == 2
-    for k in range(3):
-        x = Buffer("CUDA", n, dtypes.float32).copyin(np.arange(n, dtype=np.float32) * k)
-        y = Buffer("CUDA", n, dtypes.float32).copyin(np.full(n, float(k), np.float32))
+    tmp, tmp2, tmp3, out = (Buffer("CUDA", n, dtypes.float32).allocate() for _ in range(4))
+    a = Buffer("CUDA", n, dtypes.float32).copyin(np.ones(n, np.float32))
+    b = Buffer("CUDA", n, dtypes.float32).copyin(np.full(n, 2.0, np.float32))
+    # tmp = a + b; tmp2 = tmp + b; tmp3 <- tmp2 (a copy); out = tmp3 + a: out = 2a + 2b
+    launches = [(prg, [tmp, a, b], (1,), (256,), (n,)), (prg, [tmp2, tmp, b], (1,), (256,), (n,)),
+                (None, [tmp3, tmp2], (1,), None, ()), (prg, [out, tmp3, a], (1,), (256,), (n,))]
+    return launches, (a, b), out
+
+
+def _inputs(n, k):
+    return (Buffer("CUDA", n, dtypes.float32).copyin(np.arange(n, dtype=np.float32) * k),
+            Buffer("CUDA", n, dtypes.float32).copyin(np.full(n, float(k), np.float32)))
+
+
+def test_a_jit_replays_through_cuda_graphs_with_new_inputs(fake_cuda):
+    """CUDADevice.graph: each run of kernels between copies is one CUDA graph, a chain of kernel nodes; a replay on
+    new inputs gives the nodes that hold them their new arguments (the fake's executable graph keeps its own copy of
+    the values, as a driver does: without the update it would compute on the old inputs)."""
+    dev, n = Device["CUDA"], 256
+    launches, recorded, out = _replay_setup(dev, n)
+    graph = dev.graph(launches, list(recorded))
+    assert graph is not None and graph.mode == "cuda-graph" and len(graph.graphs) == 2
+    assert len(fake_cuda.calls("cuGraphCreate")) == 2
+    nodes = fake_cuda.calls("cuGraphAddKernelNode_v2")
+    assert [re.search(r"node=(\d+) deps=(\d+)", line).groups() for line in nodes] == \
+        [("0", "0"), ("1", "1"), ("0", "0")]
+    assert all("grid=1,1,1 block=256,1,1 shared=0" in line for line in nodes)
+    assert fake_cuda.calls("cuGraphInstantiateWithFlags") == ["cuGraphInstantiateWithFlags nodes=2",
+                                                              "cuGraphInstantiateWithFlags nodes=1"]
+    graph.exec_buffers(list(recorded), wait=True)  # the recorded inputs: nothing to update
+    assert fake_cuda.calls("cuGraphExecKernelNodeSetParams_v2") == []
+    np.testing.assert_array_equal(out.numpy(), np.full(n, 6.0, np.float32))
+    for k in (1, 2):
+        x, y = _inputs(n, k)
         graph.exec_buffers([x, y], wait=True)
-        np.testing.assert_array_equal(out.numpy(), np.arange(n, dtype=np.float32) * k + 2 * k)
+        np.testing.assert_array_equal(out.numpy(), np.arange(n, dtype=np.float32) * 2 * k + 2 * k)
+        # every node holding x or y got them: all three (node 0 of graph 0 holds both, node 1 y, graph 1's x)
+        updates = fake_cuda.calls("cuGraphExecKernelNodeSetParams_v2")[-3:]
+        assert [line.split(" args=")[0] for line in updates] == [
+            "cuGraphExecKernelNodeSetParams_v2 add node=0", "cuGraphExecKernelNodeSetParams_v2 add node=1",
+            "cuGraphExecKernelNodeSetParams_v2 add node=0"]
+        assert f",{x.raw.ptr},{y.raw.ptr}," in updates[0] and updates[1].endswith(f",{y.raw.ptr},{n}")
+        assert f",{x.raw.ptr},{n}" in updates[2]
+    before = len(fake_cuda.calls("cuGraphExecKernelNodeSetParams_v2"))
+    graph.exec_buffers([x, y], wait=True)  # the same inputs again: launched as they are
+    assert len(fake_cuda.calls("cuGraphExecKernelNodeSetParams_v2")) == before
+    assert len(fake_cuda.calls("cuGraphLaunch")) == 2 * 4 and fake_cuda.calls("cuLaunchKernel") == []
+    del graph
+    import gc
+
+    gc.collect()
+    assert len(fake_cuda.calls("cuGraphExecDestroy")) == 2 and len(fake_cuda.calls("cuGraphDestroy")) == 2
     cpu = Buffer("CPU", n, dtypes.float32)
     assert dev.graph([(None, [out, cpu], (1,), None, ())], []) is None  # another device's memory: no graph
+
+
+@pytest.mark.parametrize("how", ["driver without graphs", "CUDA_GRAPH=0"])
+def test_batched_launches_without_cuda_graphs(request, monkeypatch, how):
+    fake = request.getfixturevalue("fake_cuda_no_graphs" if how == "driver without graphs" else "fake_cuda")
+    if how == "CUDA_GRAPH=0":
+        monkeypatch.setenv("CUDA_GRAPH", "0")
+    else:
+        assert not load_driver().has_graphs
+    dev, n = Device["CUDA"], 256
+    launches, recorded, out = _replay_setup(dev, n)
+    graph = dev.graph(launches, list(recorded))
+    assert graph.mode == "batched" and graph.graphs == [] and len(graph.jobs) == 4
+    x, y = _inputs(n, 3)
+    graph.exec_buffers([x, y], wait=True)
+    np.testing.assert_array_equal(out.numpy(), np.arange(n, dtype=np.float32) * 6 + 6)
+    assert len(fake.calls("cuLaunchKernel")) == 3 and fake.calls("cuGraphLaunch") == []
+    assert f"args={out.raw.ptr}," in fake.calls("cuLaunchKernel")[-1]
+
+
+def test_cuda_graph_setting_is_checked(fake_cuda, monkeypatch):
+    monkeypatch.setenv("CUDA_GRAPH", "yes")
+    dev = Device["CUDA"]
+    with pytest.raises(ValueError, match=r"CUDA_GRAPH='yes': expected 1 \(CUDA graphs, the default\) or 0"):
+        dev.graph([], [])
+
+
+BIG_SHARED = """extern "C" __device__ unsigned int emb_dynamic_shared_big = {bytes}u;
+extern "C" __global__ void __launch_bounds__(256) big(float* out) {{
+  extern __shared__ __align__(16) unsigned char emb_smem[];
+  float* local0 = (float*)(emb_smem + 0);
+  for (int i = threadIdx.x; i < {bytes} / 4; i += 256) local0[i] = (float)i;
+  __syncthreads();
+  out[threadIdx.x] = local0[{bytes} / 4 - 1 - threadIdx.x];
+}}"""
+
+
+def test_dynamic_shared_memory_opts_in_before_the_launch(fake_cuda):
+    """A kernel over 48 KiB of shared memory: the runtime reads its size from the cubin, sets the kernel's dynamic
+    shared memory ceiling (cuFuncSetAttribute 8) before any launch, and launches (and graphs) with that many bytes;
+    the fake refuses a launch over 48 KiB without the attribute."""
+    dev, nbytes = Device["CUDA"], 150_000
+    prg = dev.runtime("big", dev.compiler.compile_cached(BIG_SHARED.format(bytes=nbytes)))
+    assert prg.shared_bytes == nbytes and dev.context.max_shared_optin == 232448
+    out = Buffer("CUDA", 256, dtypes.float32)
+    prg(out, global_size=(1,), local_size=(256,), wait=True)
+    log = fake_cuda.log()
+    setattr_at = log.index(f"cuFuncSetAttribute big attr=8 value={nbytes}")
+    launch_at = next(i for i, line in enumerate(log) if line.startswith("cuLaunchKernel big"))
+    assert setattr_at < launch_at and f"shared={nbytes} " in log[launch_at]
+    graph = dev.graph([(prg, [out], (1,), (256,), ())], [])
+    graph.exec_buffers([], wait=True)
+    assert f"shared={nbytes} " in fake_cuda.calls("cuGraphAddKernelNode_v2")[0]
+    small = dev.runtime("add", dev.compiler.compile_cached(ADD))
+    assert small.shared_bytes == 0 and len(fake_cuda.calls("cuFuncSetAttribute")) == 1
+    with pytest.raises(ValueError, match=r"kernel 'big' needs 300000 bytes of shared memory, Fake GPU 0 allows "
+                                         r"232448 per block"):
+        dev.runtime("big", dev.compiler.compile_cached(BIG_SHARED.format(bytes=300_000)))
 
 
 def test_jit_on_cuda_replays_through_the_device_graph(fake_cuda):
@@ -249,10 +344,11 @@ def test_jit_on_cuda_replays_through_the_device_graph(fake_cuda):
     for _ in range(4):
         step(Tensor(np.ones((8, 32), dtype=np.float32), device="CUDA"))
     assert isinstance(step.graph, CUDAGraph) and len(step.graph.jobs) == step.kernel_count
-    # each replay launched the captured kernels, with this call's input pointer in the first kernel's arguments
+    assert step.graph.mode == "cuda-graph"
+    # each replay launched the captured graph, with this call's input pointer in the first kernel's arguments
     x = Tensor(np.ones((8, 32), dtype=np.float32), device="CUDA").realize()
-    before = len(fake_cuda.calls("cuLaunchKernel"))
+    before = len(fake_cuda.calls("cuGraphLaunch"))
     step(x)
-    launched = fake_cuda.calls("cuLaunchKernel")[before:]
+    assert len(fake_cuda.calls("cuGraphLaunch")) == before + len(step.graph.graphs)
     (ptr,) = (b.raw.ptr for b in engine.buffers_of(x.uop))
-    assert len(launched) == step.kernel_count and any(str(ptr) in line for line in launched)
+    assert any(str(ptr) in line for line in fake_cuda.calls("cuGraphExecKernelNodeSetParams_v2"))

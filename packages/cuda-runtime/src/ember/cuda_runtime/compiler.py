@@ -170,6 +170,40 @@ def cubin_arch(cubin: bytes) -> int:
     return (flags >> 8) & 0xFF if cubin[8] >= 8 else flags & 0xFF
 
 
+def cubin_global(cubin: bytes, symbol: str) -> bytes | None:
+    """The initial bytes of the `__device__` variable `symbol` of a cubin (its ELF symbol table entry and the section
+    holding it, .nv.global.init), None when the cubin has no such initialised variable. A renderer passes facts to
+    the runtime this way: `CUDARenderer` defines `emb_dynamic_shared_<kernel>` for a kernel that needs dynamic shared
+    memory."""
+    if len(cubin) < 64 or cubin[:4] != b"\x7fELF" or cubin[4] != 2:
+        raise ValueError(f"cubin_global: not a 64-bit ELF file (starts {cubin[:8]!r})")
+    shoff, shentsize, shnum = (int.from_bytes(cubin[40:48], "little"), int.from_bytes(cubin[58:60], "little"),
+                               int.from_bytes(cubin[60:62], "little"))
+    sections = []
+    for i in range(shnum):  # (sh_type, sh_offset, sh_size, sh_link, sh_entsize)
+        h = cubin[shoff + i * shentsize:shoff + (i + 1) * shentsize]
+        sections.append((int.from_bytes(h[4:8], "little"), int.from_bytes(h[24:32], "little"),
+                         int.from_bytes(h[32:40], "little"), int.from_bytes(h[40:44], "little"),
+                         int.from_bytes(h[56:64], "little")))
+    want = symbol.encode() + b"\0"
+    for kind, offset, size, link, entsize in sections:
+        if kind != 2 or entsize != 24:  # SHT_SYMTAB, Elf64_Sym
+            continue
+        strtab = sections[link][1]
+        for at in range(offset, offset + size, entsize):
+            name = int.from_bytes(cubin[at:at + 4], "little")
+            if cubin[strtab + name:strtab + name + len(want)] != want:
+                continue
+            shndx = int.from_bytes(cubin[at + 6:at + 8], "little")
+            value, nbytes = int.from_bytes(cubin[at + 8:at + 16], "little"), int.from_bytes(cubin[at + 16:at + 24],
+                                                                                            "little")
+            if not 0 < shndx < len(sections) or sections[shndx][0] != 1:  # SHT_PROGBITS: initialised data
+                return None
+            start = sections[shndx][1] + value
+            return cubin[start:start + nbytes]
+    return None
+
+
 class NVRTCCompiler(Compiler):
     """CUDA C++ kernels (`extern "C" __global__`) to a cubin for `arch` ('sm_90'), through NVRTC.
 
@@ -219,5 +253,6 @@ class NVRTCCompiler(Compiler):
         return self.compile("\n".join(srcs))
 
 
-__all__ = ["NVRTC", "NVRTCCompiler", "cubin_arch", "cuda_include_dirs", "load_nvrtc", "nvrtc_candidates",
+__all__ = ["NVRTC", "NVRTCCompiler", "cubin_arch", "cubin_global", "cuda_include_dirs", "load_nvrtc",
+           "nvrtc_candidates",
            "NVRTC_PATH_ENV", "INCLUDE_PATH_ENV"]

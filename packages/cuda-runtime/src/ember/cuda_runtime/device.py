@@ -14,6 +14,7 @@ import ctypes
 import hashlib
 import math
 import operator
+import os
 import threading
 import weakref
 from collections import deque
@@ -23,10 +24,17 @@ from typing import Any
 import numpy as np
 
 from ember.codegen import CUDARenderer, Renderer
-from ember.cuda_runtime.compiler import NVRTCCompiler, cubin_arch
-from ember.cuda_runtime.driver import FUNC_MAX_THREADS_PER_BLOCK, CUDAContext, load_driver
+from ember.cuda_runtime.compiler import NVRTCCompiler, cubin_arch, cubin_global
+from ember.cuda_runtime.driver import (
+    FUNC_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+    FUNC_MAX_THREADS_PER_BLOCK,
+    CUDAContext,
+    KernelNodeParams,
+    load_driver,
+)
 from ember.runtime import Buffer, CompiledDevice, LRUAllocator, Program
 
+GRAPH_ENV = "CUDA_GRAPH"  # 0: a jit replays as batched launches, not CUDA graphs
 STAGING_BYTES = 16 << 20  # each of the two pinned staging buffers of host copies
 
 
@@ -154,6 +162,12 @@ class CUDAProgram(Program):
         self.function = ctx.function(self.module.handle, name)
         self.max_threads = ctx.function_attribute(self.function, FUNC_MAX_THREADS_PER_BLOCK)
         self.param_sizes = ctx.parameter_sizes(self.function)
+        self.shared_bytes = dynamic_shared_bytes(lib, name)
+        if self.shared_bytes:  # (over 48 KiB a kernel must opt in first: cuda.md §1.3, §3.2)
+            if self.shared_bytes > ctx.max_shared_optin:
+                raise ValueError(f"{device.name}: kernel {name!r} needs {self.shared_bytes} bytes of shared memory, "
+                                 f"{ctx.name} allows {ctx.max_shared_optin} per block")
+            ctx.set_function_attribute(self.function, FUNC_MAX_DYNAMIC_SHARED_SIZE_BYTES, self.shared_bytes)
         self._events: tuple[ctypes.c_void_p, ctypes.c_void_p] | None = None
         # (global_size, local_size) -> (grid, block), checked against the limits once per shape
         self._launch_dims: dict[tuple[Any, Any], tuple[tuple[int, int, int], tuple[int, int, int]]] = {}
@@ -170,13 +184,13 @@ class CUDAProgram(Program):
         if 0 in grid or 0 in block:
             return 0.0 if wait else None  # no threads: nothing to run (the driver refuses a zero dimension)
         if not wait:
-            ctx.launch(self.function, grid, block, params)
+            ctx.launch(self.function, grid, block, params, self.shared_bytes)
             return None
         if self._events is None:
             self._events = (ctx.event(), ctx.event())
         start, end = self._events
         ctx.record(start)
-        ctx.launch(self.function, grid, block, params)
+        ctx.launch(self.function, grid, block, params, self.shared_bytes)
         ctx.record(end)
         ctx.wait_event(end, f"kernel {self.name}")
         return ctx.elapsed(start, end)
@@ -218,6 +232,16 @@ class CUDAProgram(Program):
                     self.context.destroy_event(ev)
         except Exception:  # noqa: BLE001 - interpreter shutdown, or a context already gone
             pass
+
+
+def dynamic_shared_bytes(lib: bytes, name: str) -> int:
+    """Bytes of dynamic shared memory kernel `name` of a cubin needs per block: the value of its
+    `emb_dynamic_shared_<name>` variable (CUDARenderer defines it for a kernel over the 48 KiB of static shared
+    memory), else 0."""
+    if lib[:4] != b"\x7fELF":
+        return 0
+    value = cubin_global(lib, f"emb_dynamic_shared_{name}")
+    return int.from_bytes(value, "little") if value is not None and len(value) == 4 else 0
 
 
 class LoadedModule:
@@ -307,25 +331,35 @@ class CUDADevice(CompiledDevice):
         return dest
 
     def graph(self, launches: Sequence[tuple[Any, ...]], inputs: Sequence[Buffer]) -> CUDAGraph | None:
-        """A jit's launches as a `CUDAGraph` (batched launches), or None when one touches another device's memory."""
+        """A jit's launches as a `CUDAGraph` (CUDA graphs, or batched launches where the driver has no graphs or
+        `$CUDA_GRAPH=0`), or None when one touches another device's memory."""
         buffers = [b for launch in launches for b in launch[1]]
         if any(not isinstance(b.allocator, CUDAAllocator) or b.device != self.name for b in (*buffers, *inputs)):
             return None
-        return CUDAGraph(self, launches, inputs)
+        if (flag := os.environ.get(GRAPH_ENV, "1").strip() or "1") not in ("0", "1"):
+            raise ValueError(f"{GRAPH_ENV}={flag!r}: expected 1 (CUDA graphs, the default) or 0 (batched launches)")
+        return CUDAGraph(self, launches, inputs, batched=flag == "0")
 
 
 class CUDAGraph:
-    """Recorded launches replayed as one batch: each kernel's parameter block and launch dims are built and checked
-    once, the `inputs` Buffers' pointers are patched into those blocks at `exec_buffers`, and the kernels go onto
-    the stream back to back with no per-launch work in Python beyond the driver call; copies run through the
-    allocator. (One `cuGraphLaunch` of a captured CUDA graph would also save the driver's per-launch cost: not
-    implemented.)"""
+    """A jit's recorded launches, replayed with new input Buffers.
 
-    def __init__(self, device: CUDADevice, launches: Sequence[tuple[Any, ...]], inputs: Sequence[Buffer]):
-        self.device = device
+    Each run of kernels between two copies is one CUDA graph (`mode` "cuda-graph"): a chain of kernel nodes built
+    once (cuGraphAddKernelNode_v2, each after the one before), instantiated once, and launched per replay with one
+    cuGraphLaunch. At a replay, the kernel nodes whose arguments hold an input Buffer whose address changed since the
+    last replay get their new arguments (cuGraphExecKernelNodeSetParams_v2); the others are left as they are. Copies
+    run through the allocators between the graphs, in order. A driver without the graph entry points (or
+    `batched=True`) gets batched launches instead (`mode` "batched"): the same parameter blocks, one cuLaunchKernel
+    each, with no per-launch work in Python beyond the driver call."""
+
+    def __init__(self, device: CUDADevice, launches: Sequence[tuple[Any, ...]], inputs: Sequence[Buffer],
+                 batched: bool = False):
+        self.device, self.context = device, device.context
+        self.mode = "batched" if batched or not self.context.driver.has_graphs else "cuda-graph"
         slot = {id(b): i for i, b in enumerate(inputs)}
         self.patches: list[list[ctypes.c_uint64]] = [[] for _ in inputs]  # per input: the parameters holding it
-        self.jobs: list[tuple[Any, ...]] = []
+        self.jobs: list[tuple[Any, ...]] = []  # kernels: (function, grid, block, params, args, shared, node params)
+        uses: list[list[int]] = [[] for _ in inputs]  # per input: the jobs whose arguments hold it
         for program, bufs, global_size, local_size, vals in launches:
             if program is None:  # a copy: (dest, src), inputs resolved at exec
                 self.jobs.append((None, [slot.get(id(b), b) for b in bufs]))
@@ -334,30 +368,90 @@ class CUDAGraph:
                 raise TypeError(f"CUDAGraph: {program!r} is not a CUDA program")
             grid, block = program._check_dims(tuple(global_size), None if local_size is None else tuple(local_size))
             args = program._arguments([b.ensure_allocated().raw for b in bufs], tuple(vals))
+            if 0 in grid or 0 in block:
+                continue  # (no threads: nothing to run)
             for j, b in enumerate(bufs):
                 if id(b) in slot:
                     self.patches[slot[id(b)]].append(args[j])  # type: ignore[arg-type]
+                    uses[slot[id(b)]].append(len(self.jobs))
             params = (ctypes.c_void_p * len(args))(*(ctypes.addressof(a) for a in args))
-            if 0 not in grid and 0 not in block:
-                self.jobs.append((program.function, grid, block, params, args))
+            node = KernelNodeParams(program.function.value, *grid, *block, program.shared_bytes,
+                                    ctypes.cast(params, ctypes.POINTER(ctypes.c_void_p)), None, None, None)
+            # (the program too: its module stays loaded while the graph may launch it)
+            self.jobs.append((program.function, grid, block, params, args, program.shared_bytes, node, program))
+        self.last = [b.ensure_allocated().raw.ptr for b in inputs]  # the input addresses the graphs' nodes hold now
+        self.uses = [sorted(set(u)) for u in uses]
+        # the CUDA graphs: per run of kernels, (its first and last job, graph, executable, nodes)
+        self.graphs: list[tuple[int, int, ctypes.c_void_p, ctypes.c_void_p, list[ctypes.c_void_p]]] = []
+        self.node_of: dict[int, tuple[int, int]] = {}  # kernel job -> (graph, node)
+        if self.mode == "cuda-graph":
+            self._build_graphs()
+
+    def _build_graphs(self) -> None:
+        ctx, i = self.context, 0
+        while i < len(self.jobs):
+            if self.jobs[i][0] is None:
+                i += 1
+                continue
+            first = i
+            graph, nodes = ctx.graph_create(), []
+            while i < len(self.jobs) and self.jobs[i][0] is not None:
+                nodes.append(ctx.graph_add_kernel(graph, self.jobs[i][6], nodes[-1] if nodes else None))
+                self.node_of[i] = (len(self.graphs), len(nodes) - 1)
+                i += 1
+            self.graphs.append((first, i, graph, ctx.graph_instantiate(graph), nodes))
 
     def exec_buffers(self, inputs: Sequence[Buffer], wait: bool = False) -> None:
         """Replay on new input Buffers (the recorded ones' shapes); `wait`: until the GPU has finished."""
         if len(inputs) != len(self.patches):
             raise ValueError(f"CUDAGraph: takes {len(self.patches)} inputs, got {len(inputs)}")
-        for storage, b in zip(self.patches, inputs):
+        changed: set[int] = set()
+        for k, (storage, b) in enumerate(zip(self.patches, inputs)):
             ptr = b.ensure_allocated().raw.ptr
-            for s in storage:
-                s.value = ptr
-        launch = self.device.context.launch
-        for job in self.jobs:
-            if job[0] is None:
-                dest, src = (inputs[x] if isinstance(x, int) else x for x in job[1])
-                dest.copy_from(src)
-            else:
-                launch(job[0], job[1], job[2], job[3])
+            if ptr != self.last[k]:
+                self.last[k] = ptr
+                for s in storage:
+                    s.value = ptr
+                changed.update(self.uses[k])
+        if self.mode == "cuda-graph":
+            self._exec_graphs(inputs, changed)
+        else:
+            self._exec_batched(inputs)
         if wait:
             self.device.synchronize()
+
+    def _copy(self, job: tuple[Any, ...], inputs: Sequence[Buffer]) -> None:
+        dest, src = (inputs[x] if isinstance(x, int) else x for x in job[1])
+        dest.copy_from(src)
+
+    def _exec_batched(self, inputs: Sequence[Buffer]) -> None:
+        launch = self.context.launch
+        for job in self.jobs:
+            if job[0] is None:
+                self._copy(job, inputs)
+            else:
+                launch(job[0], job[1], job[2], job[3], job[5])
+
+    def _exec_graphs(self, inputs: Sequence[Buffer], changed: set[int]) -> None:
+        ctx = self.context
+        for i in sorted(changed):  # (the driver copies the argument values now)
+            g, n = self.node_of[i]
+            ctx.graph_set_kernel(self.graphs[g][3], self.graphs[g][4][n], self.jobs[i][6])
+        at = 0
+        for first, last, _, graph_exec, _ in self.graphs:
+            for job in self.jobs[at:first]:
+                self._copy(job, inputs)
+            ctx.graph_launch(graph_exec)
+            at = last
+        for job in self.jobs[at:]:
+            self._copy(job, inputs)
+
+    def __del__(self) -> None:
+        try:
+            for _, _, graph, graph_exec, _ in self.graphs:  # (an executable still running is freed once it is done)
+                self.context.graph_destroy(graph, graph_exec)
+        except Exception:  # noqa: BLE001 - interpreter shutdown, or a context already gone
+            pass
 
 
 __all__ = ["CUDAAllocator", "CUDADevice", "CUDAGraph", "CUDAMemory", "CUDAProgram", "device_ordinal"]

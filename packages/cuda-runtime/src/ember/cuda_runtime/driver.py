@@ -32,6 +32,7 @@ ATTR_MAX_BLOCK_DIM = (2, 3, 4)
 ATTR_MAX_GRID_DIM = (5, 6, 7)
 ATTR_MULTIPROCESSOR_COUNT = 16
 ATTR_COMPUTE_CAPABILITY_MAJOR, ATTR_COMPUTE_CAPABILITY_MINOR = 75, 76
+ATTR_MAX_SHARED_MEMORY_PER_BLOCK = 8  # without opt-in (48 KiB)
 ATTR_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97
 # CUfunction_attribute
 FUNC_MAX_THREADS_PER_BLOCK, FUNC_SHARED_SIZE_BYTES, FUNC_NUM_REGS = 0, 1, 4
@@ -81,11 +82,50 @@ SIGNATURES: dict[str, list[Any]] = {
     "cuEventQuery": [_p],
     "cuEventDestroy_v2": [_p],
 }
-# present only in some drivers: the binding works without each (of the two elapsed-time symbols, one is needed)
+
+
+class KernelNodeParams(ctypes.Structure):
+    """cuda.h's `CUDA_KERNEL_NODE_PARAMS_v2` (what `CUDA_KERNEL_NODE_PARAMS` means in the CUDA 12 and 13 headers, and
+    what the `_v2` graph entry points take): 72 bytes on x86-64, kernelParams at 40. `kern` and `ctx` stay NULL:
+    `func` is used, in the current context (the header: kern "will only be referenced if func is NULL", ctx "is
+    ignored if func is set"). See ../shared/specs/cuda.md §1.5."""
+
+    _fields_ = [("func", ctypes.c_void_p), ("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint),
+                ("gridDimZ", ctypes.c_uint), ("blockDimX", ctypes.c_uint), ("blockDimY", ctypes.c_uint),
+                ("blockDimZ", ctypes.c_uint), ("sharedMemBytes", ctypes.c_uint),
+                ("kernelParams", ctypes.POINTER(ctypes.c_void_p)), ("extra", ctypes.POINTER(ctypes.c_void_p)),
+                ("kern", ctypes.c_void_p), ("ctx", ctypes.c_void_p)]
+
+
+assert ctypes.sizeof(KernelNodeParams) == 72 and KernelNodeParams.kernelParams.offset == 40, \
+    "KernelNodeParams must match CUDA_KERNEL_NODE_PARAMS_v2"
+_pnode = ctypes.POINTER(KernelNodeParams)
+
+# CUDA graphs, built node by node (cuda.h, CUDA 12.x/13.x; the API names map to these symbols):
+#   cuGraphCreate(CUgraph *phGraph, unsigned int flags)
+#   cuGraphAddKernelNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies,
+#                           size_t numDependencies, const CUDA_KERNEL_NODE_PARAMS *nodeParams)
+#   cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags)
+#   cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
+#   cuGraphExecKernelNodeSetParams_v2(CUgraphExec hGraphExec, CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS *p)
+#   cuGraphExecDestroy(CUgraphExec hGraphExec), cuGraphDestroy(CUgraph hGraph)
+GRAPH_SIGNATURES: dict[str, list[Any]] = {
+    "cuGraphCreate": [_pp, _u32],
+    "cuGraphAddKernelNode_v2": [_pp, _p, _pp, _sz, _pnode],
+    "cuGraphInstantiateWithFlags": [_pp, _p, ctypes.c_ulonglong],
+    "cuGraphLaunch": [_p, _p],
+    "cuGraphExecKernelNodeSetParams_v2": [_p, _p, _pnode],
+    "cuGraphExecDestroy": [_p],
+    "cuGraphDestroy": [_p],
+}
+
+# present only in some drivers: the binding works without each (of the two elapsed-time symbols, one is needed;
+# without every graph symbol, a jit replays as batched launches)
 OPTIONAL = {
     "cuFuncGetParamInfo": [_p, _sz, _psz, _psz],  # CUDA 12.4+: the kernel's parameter layout
     "cuEventElapsedTime_v2": [ctypes.POINTER(ctypes.c_float), _p, _p],  # what CUDA 13's header calls
     "cuEventElapsedTime": [ctypes.POINTER(ctypes.c_float), _p, _p],  # CUDA 12's
+    **GRAPH_SIGNATURES,
 }
 
 
@@ -147,6 +187,11 @@ class Driver:
     def has(self, name: str) -> bool:
         """Whether the driver exports the (optional) entry point `name`."""
         return name in self.functions
+
+    @property
+    def has_graphs(self) -> bool:
+        """Whether the driver has every CUDA graph entry point the device uses (GRAPH_SIGNATURES)."""
+        return all(name in self.functions for name in GRAPH_SIGNATURES)
 
     def error_text(self, code: int) -> str:
         """`CUDA_ERROR_X (code): description` from the driver's own tables."""
@@ -359,9 +404,54 @@ class CUDAContext:
     def launch(self, fn: ctypes.c_void_p, grid: tuple[int, int, int], block: tuple[int, int, int],
                params: ctypes.Array[ctypes.c_void_p], shared_bytes: int = 0) -> None:
         """Queue kernel `fn` on the stream: `grid` blocks of `block` threads; `params` holds one pointer per kernel
-        parameter, each to host storage holding that argument's value (cuLaunchKernel's kernelParams)."""
+        parameter, each to host storage holding that argument's value (cuLaunchKernel's kernelParams);
+        `shared_bytes` of dynamic shared memory per block."""
         self.activate()
         self.driver.call("cuLaunchKernel", fn, *grid, *block, shared_bytes, self.stream, params, None)
+
+    # *** CUDA graphs (the driver has them: driver.has_graphs) ***
+    def graph_create(self) -> ctypes.c_void_p:
+        """A new empty CUDA graph."""
+        self.activate()
+        graph = ctypes.c_void_p()
+        self.driver.call("cuGraphCreate", ctypes.byref(graph), 0)
+        return graph
+
+    def graph_add_kernel(self, graph: ctypes.c_void_p, params: KernelNodeParams,
+                         after: ctypes.c_void_p | None = None) -> ctypes.c_void_p:
+        """Add a kernel node to `graph` (run after node `after`, if given); the driver copies the argument values
+        that `params.kernelParams` points at now."""
+        self.activate()
+        node = ctypes.c_void_p()
+        deps = (ctypes.c_void_p * 1)(after.value) if after is not None else None
+        self.driver.call("cuGraphAddKernelNode_v2", ctypes.byref(node), graph, deps, 0 if after is None else 1,
+                         ctypes.byref(params))
+        return node
+
+    def graph_instantiate(self, graph: ctypes.c_void_p) -> ctypes.c_void_p:
+        """The executable graph of `graph` (its nodes' parameters as they are now)."""
+        self.activate()
+        graph_exec = ctypes.c_void_p()
+        self.driver.call("cuGraphInstantiateWithFlags", ctypes.byref(graph_exec), graph, 0)
+        return graph_exec
+
+    def graph_set_kernel(self, graph_exec: ctypes.c_void_p, node: ctypes.c_void_p, params: KernelNodeParams) -> None:
+        """Give kernel node `node` of an executable graph new parameters (argument values copied now); the graph's
+        next launch uses them."""
+        self.activate()
+        self.driver.call("cuGraphExecKernelNodeSetParams_v2", graph_exec, node, ctypes.byref(params))
+
+    def graph_launch(self, graph_exec: ctypes.c_void_p) -> None:
+        """Queue an executable graph on the stream (after everything queued before it)."""
+        self.activate()
+        self.driver.call("cuGraphLaunch", graph_exec, self.stream)
+
+    def graph_destroy(self, graph: ctypes.c_void_p, graph_exec: ctypes.c_void_p | None) -> None:
+        """Destroy an executable graph (once what was launched of it has finished) and its graph."""
+        self.activate()
+        if graph_exec is not None:
+            self.driver.call("cuGraphExecDestroy", graph_exec)
+        self.driver.call("cuGraphDestroy", graph)
 
     # *** events and waits ***
     def event(self, timing: bool = True) -> ctypes.c_void_p:
@@ -416,5 +506,6 @@ class CUDAContext:
         self.driver.call("cuDevicePrimaryCtxRelease_v2", self.device)
 
 
-__all__ = ["CUDAContext", "CUDAError", "Driver", "load_driver", "timeout_seconds", "wait_until", "DRIVER_PATH_ENV",
+__all__ = ["CUDAContext", "CUDAError", "Driver", "KernelNodeParams", "load_driver", "timeout_seconds", "wait_until",
+           "DRIVER_PATH_ENV",
            "TIMEOUT_ENV"]
