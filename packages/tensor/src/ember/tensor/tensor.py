@@ -99,6 +99,38 @@ class Tensor(creation.CreationMixin, random.RandomMixin, movement.MovementMixin,
     def numel(self) -> int:
         return int(prod(self.shape))
 
+    def dim(self) -> int:
+        """The number of dims (torch's name for `ndim`)."""
+        return self.ndim
+
+    ndimension = dim
+
+    def nelement(self) -> int:
+        return self.numel()
+
+    def size(self, dim: int | None = None) -> Any:
+        """The shape, or with `dim` the size of that dim (torch.Tensor.size)."""
+        return self.shape if dim is None else self.shape[normalize_axis(dim, self.ndim, "size")[0]]
+
+    def element_size(self) -> int:
+        """Bytes per element."""
+        return int(self.dtype.itemsize)
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        """Set `requires_grad` in place; returns self."""
+        self.requires_grad = requires_grad
+        return self
+
+    def equal(self, other: Tensor) -> bool:
+        """True if `other` has this shape and the same values (torch.equal; reads both: a sync)."""
+        if not isinstance(other, Tensor):
+            raise TypeError(f"equal: other must be a Tensor, got {type(other).__name__}")
+        return self.shape == other.shape and bool((self == other).all().item())
+
+    def allclose(self, other: Tensor, rtol: float = 1e-5, atol: float = 1e-8, equal_nan: bool = False) -> bool:
+        """Whether every element is close to `other`'s (torch.allclose; reads both: a sync)."""
+        return bool(self.isclose(other, rtol=rtol, atol=atol, equal_nan=equal_nan).all().item())
+
     def __len__(self) -> int:
         if not self.shape:
             raise TypeError("len() of a 0-d tensor")

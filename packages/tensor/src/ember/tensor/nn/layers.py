@@ -171,6 +171,115 @@ def avg_pool2d(x: Tensor, kernel_size: int | Sequence[int] = 2, stride: int | Se
     return x.avg_pool2d(kernel_size, stride, 1, padding, ceil_mode, count_include_pad, divisor_override)
 
 
+def conv1d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: int | Sequence[int] = 1,
+           padding: int | Sequence[int] | str = 0, dilation: int | Sequence[int] = 1, groups: int = 1) -> Tensor:
+    """torch.nn.functional.conv1d (the N-d `conv2d`)."""
+    return conv2d(x, weight, bias, stride, padding, dilation, groups)
+
+
+def conv3d(x: Tensor, weight: Tensor, bias: Tensor | None = None, stride: int | Sequence[int] = 1,
+           padding: int | Sequence[int] | str = 0, dilation: int | Sequence[int] = 1, groups: int = 1) -> Tensor:
+    """torch.nn.functional.conv3d (the N-d `conv2d`)."""
+    return conv2d(x, weight, bias, stride, padding, dilation, groups)
+
+
+def max_pool1d(x: Tensor, kernel_size: int | Sequence[int], stride: int | Sequence[int] | None = None,
+               padding: int | Sequence[int] = 0, dilation: int | Sequence[int] = 1, ceil_mode: bool = False,
+               return_indices: bool = False) -> Any:
+    """torch.nn.functional.max_pool1d: `x.max_pool1d(...)`."""
+    return x.max_pool1d(kernel_size, stride, padding, dilation, ceil_mode, return_indices)
+
+
+def max_pool3d(x: Tensor, kernel_size: int | Sequence[int], stride: int | Sequence[int] | None = None,
+               padding: int | Sequence[int] = 0, dilation: int | Sequence[int] = 1, ceil_mode: bool = False,
+               return_indices: bool = False) -> Any:
+    """torch.nn.functional.max_pool3d: `x.max_pool3d(...)`."""
+    return x.max_pool3d(kernel_size, stride, padding, dilation, ceil_mode, return_indices)
+
+
+def avg_pool1d(x: Tensor, kernel_size: int | Sequence[int], stride: int | Sequence[int] | None = None,
+               padding: int | Sequence[int] = 0, ceil_mode: bool = False, count_include_pad: bool = True) -> Tensor:
+    """torch.nn.functional.avg_pool1d: `x.avg_pool1d(...)`."""
+    return x.avg_pool1d(kernel_size, stride, padding, ceil_mode, count_include_pad)
+
+
+def avg_pool3d(x: Tensor, kernel_size: int | Sequence[int], stride: int | Sequence[int] | None = None,
+               padding: int | Sequence[int] = 0, ceil_mode: bool = False, count_include_pad: bool = True,
+               divisor_override: int | None = None) -> Tensor:
+    """torch.nn.functional.avg_pool3d: `x.avg_pool3d(...)`."""
+    return x.avg_pool3d(kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+
+
+def l1_loss(x: Tensor, target: Tensor, reduction: Reduction = "mean") -> Tensor:
+    return x.l1_loss(target, reduction)
+
+
+def mse_loss(x: Tensor, target: Tensor, reduction: Reduction = "mean") -> Tensor:
+    return x.mse_loss(target, reduction)
+
+
+def huber_loss(x: Tensor, target: Tensor, reduction: Reduction = "mean", delta: float = 1.0) -> Tensor:
+    return x.huber_loss(target, reduction, delta)
+
+
+def smooth_l1_loss(x: Tensor, target: Tensor, reduction: Reduction = "mean", beta: float = 1.0) -> Tensor:
+    return x.smooth_l1_loss(target, reduction, beta)
+
+
+def kl_div(x: Tensor, target: Tensor, reduction: str = "mean", log_target: bool = False) -> Tensor:
+    return x.kl_div(target, reduction, log_target)
+
+
+def cosine_similarity(x1: Tensor, x2: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
+    return x1.cosine_similarity(x2, dim, eps)
+
+
+def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False) -> Tensor:
+    return x1.pairwise_distance(x2, p, eps, keepdim)
+
+
+def binary_cross_entropy(x: Tensor, target: Tensor, weight: Tensor | None = None,
+                         reduction: Reduction = "mean") -> Tensor:
+    return x.binary_cross_entropy(target, weight, reduction)
+
+
+def binary_cross_entropy_with_logits(x: Tensor, target: Tensor, weight: Tensor | None = None,
+                                     reduction: Reduction = "mean", pos_weight: Tensor | None = None) -> Tensor:
+    return x.binary_cross_entropy_with_logits(target, weight, reduction, pos_weight)
+
+
+def pixel_shuffle(x: Tensor, upscale_factor: int) -> Tensor:
+    return x.pixel_shuffle(upscale_factor)
+
+
+def pixel_unshuffle(x: Tensor, downscale_factor: int) -> Tensor:
+    return x.pixel_unshuffle(downscale_factor)
+
+
+def glu(x: Tensor, dim: int = -1) -> Tensor:
+    return x.glu(dim)
+
+
+def hardshrink(x: Tensor, lambd: float = 0.5) -> Tensor:
+    return x.hardshrink(lambd)
+
+
+def softshrink(x: Tensor, lambd: float = 0.5) -> Tensor:
+    return x.softshrink(lambd)
+
+
+def tanhshrink(x: Tensor) -> Tensor:
+    return x.tanhshrink()
+
+
+def threshold(x: Tensor, threshold: float, value: float) -> Tensor:
+    return x.threshold(threshold, value)
+
+
+def prelu(x: Tensor, weight: Tensor) -> Tensor:
+    return x.prelu(weight)
+
+
 def max_unpool2d(x: Tensor, indices: Tensor, kernel_size: int | Sequence[int],
                  stride: int | Sequence[int] | None = None, padding: int | Sequence[int] = 0,
                  output_size: Sequence[int] | None = None) -> Tensor:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from ember.tensor.ops.args import normalize_axis
 from ember.uops import Ops, dtypes
 
 if TYPE_CHECKING:  # at run time ember.tensor.tensor binds Tensor here: it is the class built on this mixin
@@ -83,6 +84,44 @@ class ActivationMixin:
     def hardswish(self) -> Tensor:
         """x * relu6(x + 3) / 6."""
         return self * self.hardsigmoid()
+
+    def hardshrink(self, lambd: float = 0.5) -> Tensor:
+        """x where |x| > lambd, else 0 (NaN stays NaN, as torch)."""
+        return ((self >= -lambd).logical_and(self <= lambd)).where(0, self)
+
+    def softshrink(self, lambd: float = 0.5) -> Tensor:
+        """x - lambd above lambd, x + lambd below -lambd, else 0 (NaN stays NaN, as torch)."""
+        if lambd < 0:
+            raise ValueError(f"softshrink: lambd must be >= 0, got {lambd}")
+        x = self.float_()
+        return (x > lambd).where(x - lambd, (x < -lambd).where(x + lambd, x.isnan().where(x, 0.0)))
+
+    def tanhshrink(self) -> Tensor:
+        """x - tanh(x)."""
+        return self - self.tanh()
+
+    def threshold(self, threshold: float, value: float) -> Tensor:
+        """x where x > threshold, else value (torch.nn.functional.threshold)."""
+        return (self <= threshold).where(value, self)
+
+    def glu(self, dim: int = -1) -> Tensor:
+        """a * sigmoid(b), a and b the two halves of x along `dim` (its size must be even)."""
+        d = normalize_axis(dim, self.ndim, "glu")[0]
+        if self.shape[d] % 2:
+            raise ValueError(f"glu: dim {d} of shape {self.shape} has odd size {self.shape[d]}; it is split in halves")
+        a, b = self.chunk(2, d)
+        return a * b.sigmoid()
+
+    def prelu(self, weight: Tensor) -> Tensor:
+        """max(0, x) + weight * min(0, x), weight of shape (1,) or (C,) for the channel dim 1."""
+        if weight.ndim != 1:
+            raise ValueError(f"prelu: weight must be 1-d ((1,) or (channels,)), got shape {weight.shape}")
+        channels = self.shape[1] if self.ndim >= 2 else 1  # (as torch: a 1-d input has no channel dim)
+        if weight.shape[0] not in (1, channels):
+            raise ValueError(f"prelu: weight has {weight.shape[0]} values, the input {channels} channels")
+        w = weight.reshape([channels if i == 1 and weight.shape[0] > 1 else 1 for i in range(self.ndim)]) \
+            if self.ndim else weight.reshape(())
+        return (self > 0).where(self, w * self)
 
     def softsign(self) -> Tensor:
         """x / (1 + |x|)."""

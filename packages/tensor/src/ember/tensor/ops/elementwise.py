@@ -399,6 +399,31 @@ class TensorElementwiseMixin(ElementwiseMixin):
         """This tensor cast to `other`'s dtype."""
         return self.cast(other.dtype)
 
+    # *** PyTorch's other names for the same ops ***
+    def absolute(self) -> Tensor: return self.abs()
+    def arccos(self) -> Tensor: return self.acos()
+    def arccosh(self) -> Tensor: return self.acosh()
+    def arcsin(self) -> Tensor: return self.asin()
+    def arcsinh(self) -> Tensor: return self.asinh()
+    def arctan(self) -> Tensor: return self.atan()
+    def arctanh(self) -> Tensor: return self.atanh()
+    def arctan2(self, x: Any) -> Tensor: return self.atan2(x)
+    def negative(self) -> Tensor: return self.neg()
+    def fix(self) -> Tensor: return self.trunc()
+    def multiply(self, x: Any) -> Tensor: return self * x
+    def divide(self, x: Any, rounding_mode: str | None = None) -> Tensor:
+        return self.div(x, rounding_mode=rounding_mode)
+
+    def subtract(self, x: Any, alpha: Any = None) -> Tensor: return self.sub(x, alpha=alpha)
+    def greater(self, x: Any) -> Tensor: return self > x
+    def greater_equal(self, x: Any) -> Tensor: return self >= x
+    def less(self, x: Any) -> Tensor: return self < x
+    def less_equal(self, x: Any) -> Tensor: return self <= x
+    def not_equal(self, x: Any) -> Tensor: return self.ne(x)
+    def bitwise_left_shift(self, x: Any) -> Tensor: return self << x
+    def bitwise_right_shift(self, x: Any) -> Tensor: return self >> x
+    def xor(self, x: Any) -> Tensor: return self.bitwise_xor(x)  # (tinygrad's name)
+
     # *** == is elementwise on tensors ***
     def __eq__(self, x: Any) -> Tensor: return self.eq(x)  # type: ignore[override]
     def __ne__(self, x: Any) -> Tensor: return self.ne(x)  # type: ignore[override]

@@ -403,6 +403,10 @@ class IndexingMixin:
             got = got.maximum(self) if reduce == "amax" else got.minimum(self)
         return mask.where(got, self)
 
+    def scatter_add(self, dim: int, index: Tensor, src: Tensor) -> Tensor:
+        """self with src[i] added at index[i] along `dim` (torch.scatter_add: scatter_reduce's "sum")."""
+        return self.scatter_reduce(dim, index, src, "sum")
+
     def index_select(self, dim: int, index: Tensor) -> Tensor:
         """The entries of self at `index` (a 1-d int tensor) along `dim`: `x.index_select(0, Tensor([2, 0]))`."""
         d = normalize_axis(dim, max(self.ndim, 1), "index_select")[0]
@@ -502,6 +506,10 @@ class IndexingMixin:
             return tuple(Tensor(w.astype(np.int64), self.device) for w in where)
         rows = np.stack(where, -1).astype(np.int64) if self.ndim else np.zeros((int(values != 0), 0), np.int64)
         return Tensor(rows.reshape(len(where[0]) if self.ndim else rows.shape[0], self.ndim), self.device)
+
+    def argwhere(self) -> Tensor:
+        """The indices of the nonzero elements, one row each (torch.argwhere: `nonzero()`); reads the tensor."""
+        return self.nonzero()  # type: ignore[no-any-return]
 
     def one_hot(self, num_classes: int = -1) -> Tensor:
         """int64 one-hot vectors along a new last dim (num_classes=-1: max + 1, which realizes the tensor)."""

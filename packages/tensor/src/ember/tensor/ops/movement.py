@@ -502,6 +502,79 @@ class MovementMixin:
             start += s
         return tuple(out)
 
+    def tensor_split(self, indices_or_sections: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
+        """torch.tensor_split: n pieces as equal as can be (the first n % size one longer), or cut before each of the
+        listed indices."""
+        d = normalize_axis(dim, self.ndim, "tensor_split")[0]
+        n = self.shape[d]
+        if isinstance(indices_or_sections, int):
+            k = indices_or_sections
+            if k <= 0:
+                raise ArgumentError(f"tensor_split: number of sections must be positive, got {k}")
+            return self.split([n // k + (1 if i < n % k else 0) for i in range(k)], d)
+        cuts = [min(max(i + n if i < 0 else i, 0), n) for i in indices_or_sections]
+        starts = [0, *cuts]
+        ends = [*cuts, n]
+        bounds = [(0, s) for s in self.shape]
+        out = []
+        for a, b in zip(starts, ends):
+            bounds[d] = (a, max(a, b))
+            out.append(self.shrink(bounds))
+        return tuple(out)
+
+    def hsplit(self, sections: int | Sequence[int]) -> tuple[Tensor, ...]:
+        """tensor_split along dim 1 (dim 0 of a 1-d tensor); an int must divide the dim evenly."""
+        return self._split_evenly(sections, 1 if self.ndim > 1 else 0, "hsplit")
+
+    def vsplit(self, sections: int | Sequence[int]) -> tuple[Tensor, ...]:
+        """tensor_split along dim 0 (of a tensor of 2 dims or more); an int must divide it evenly."""
+        if self.ndim < 2:
+            raise ArgumentError(f"vsplit: needs at least 2 dims, got shape {self.shape}")
+        return self._split_evenly(sections, 0, "vsplit")
+
+    def dsplit(self, sections: int | Sequence[int]) -> tuple[Tensor, ...]:
+        """tensor_split along dim 2 (of a tensor of 3 dims or more); an int must divide it evenly."""
+        if self.ndim < 3:
+            raise ArgumentError(f"dsplit: needs at least 3 dims, got shape {self.shape}")
+        return self._split_evenly(sections, 2, "dsplit")
+
+    def _split_evenly(self, sections: int | Sequence[int], dim: int, op: str) -> tuple[Tensor, ...]:
+        if isinstance(sections, int) and (sections <= 0 or self.shape[dim] % sections):
+            raise ArgumentError(f"{op}: dim {dim} of size {self.shape[dim]} does not split into {sections} equal "
+                                "parts")
+        return self.tensor_split(sections, dim)
+
+    def broadcast_to(self, *shape: Any) -> Tensor:
+        """`expand` under numpy's and torch's name."""
+        return self.expand(*shape)
+
+    @property
+    def mT(self) -> Tensor:  # noqa: N802 - torch's name
+        """The last two dims swapped (a batch of matrices transposed)."""
+        if self.ndim < 2:
+            raise ArgumentError(f"mT: needs at least 2 dims, got shape {self.shape}")
+        return self.transpose(-2, -1)
+
+    def sequential(self, layers: Sequence[Any]) -> Tensor:
+        """Each of `layers` (callables) applied in turn: `x.sequential([l1, Tensor.relu, l2])` (tinygrad's)."""
+        x = self
+        for layer in layers:
+            x = layer(x)
+        return x  # type: ignore[return-value]
+
+    def diag_embed(self, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:
+        """Matrices whose diagonal `offset` holds the last dim of self (torch.diag_embed, with dim1=-2, dim2=-1)."""
+        if (dim1, dim2) not in ((-2, -1), (self.ndim - 1, self.ndim)):
+            raise ArgumentError(f"diag_embed: only dim1=-2, dim2=-1 are supported, got {dim1}, {dim2}")
+        x = self if self.ndim else self.reshape(1)
+        n = x.shape[-1] + abs(offset)
+        rows = Tensor.arange(n, device=self.device).reshape(n, 1)
+        cols = Tensor.arange(n, device=self.device).reshape(1, n)
+        padded = x.pad([(0, 0)] * (x.ndim - 1) + [(0, abs(offset))])
+        # element k of the diagonal sits in row k (offset >= 0) or in column k (offset < 0)
+        vals = padded.unsqueeze(-1) if offset >= 0 else padded.unsqueeze(-2)
+        return ((cols - rows) == offset).where(vals, Tensor(0, self.device, self.dtype))
+
     def chunk(self, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
         """Cut along `dim` into `chunks` pieces of ceil(n / chunks) each (fewer when n is small), as torch."""
         if not isinstance(chunks, int) or chunks <= 0:

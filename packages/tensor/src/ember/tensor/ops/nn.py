@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from ember.tensor.ops.args import normalize_axis, shape_args, to_dtype
+from ember.tensor.ops.args import normalize_axis, shape_args, to_dtype, torch_axis_name
 from ember.tensor.ops.indexing import check_ids
 from ember.uops import DType, dtypes, prod
 
@@ -62,6 +62,11 @@ def _check_reduction(reduction: str, op: str) -> None:
 
 def _reduce_loss(loss: Tensor, reduction: str) -> Tensor:
     return loss.mean() if reduction == "mean" else loss.sum() if reduction == "sum" else loss
+
+
+def _as_n(v: Any, n: int) -> Any:
+    """An int as n of it (the pooling methods read an int as 2 dims), anything else as given."""
+    return (v,) * n if isinstance(v, int) and not isinstance(v, bool) else v
 
 
 def _check_tensor(x: Any, name: str, op: str) -> None:
@@ -627,6 +632,7 @@ class NNMixin:
         return x / norm
 
     # *** softmax and its kin ***
+    @torch_axis_name()
     def softmax(self, axis: int = -1, dtype: DType | str | None = None) -> Tensor:
         """exp(x) / sum(exp(x)) over `axis` (stable: the max is subtracted first); 3 kernels at most. `dtype`: x is
         cast to it first."""
@@ -637,6 +643,7 @@ class NNMixin:
         e = (x - x.max(ax, keepdim=True).detach()).exp()
         return e / e.sum(ax, keepdim=True)
 
+    @torch_axis_name()
     def log_softmax(self, axis: int = -1, dtype: DType | str | None = None) -> Tensor:
         """log(softmax(x)) over `axis`, computed stably: x - max - log(sum(exp(x - max))). `dtype`: x is cast to it
         first."""
@@ -645,6 +652,7 @@ class NNMixin:
         shifted = x - x.max(ax, keepdim=True).detach()  # (a shift, as in softmax)
         return shifted - shifted.exp().sum(ax, keepdim=True).log()
 
+    @torch_axis_name()
     def softmin(self, axis: int = -1, dtype: DType | str | None = None) -> Tensor:
         """softmax(-x) over `axis`."""
         return (-(self if dtype is None else self.cast(to_dtype(dtype))).float_()).softmax(axis)
@@ -786,6 +794,149 @@ class NNMixin:
         smooth = keep.where(-spread.sum(cdim), 0.0)
         smooth = smooth.sum() / w.sum() if reduction == "mean" else _reduce_loss(smooth, reduction)
         return nll * (1 - label_smoothing) + smooth * (label_smoothing / n)
+
+    # *** the other losses of torch.nn.functional, with its names and `reduction` ***
+    def _pointwise_loss(self, target: Tensor, reduction: Reduction, op: str) -> Tensor:
+        _check_reduction(reduction, op)
+        _check_tensor(target, "target", op)
+        return self - target
+
+    def l1_loss(self, target: Tensor, reduction: Reduction = "mean") -> Tensor:
+        """|self - target|, reduced (torch.nn.functional.l1_loss; shapes broadcast)."""
+        return _reduce_loss(self._pointwise_loss(target, reduction, "l1_loss").abs(), reduction)
+
+    def mse_loss(self, target: Tensor, reduction: Reduction = "mean") -> Tensor:
+        """(self - target)^2, reduced (torch.nn.functional.mse_loss)."""
+        return _reduce_loss(self._pointwise_loss(target, reduction, "mse_loss").square(), reduction)
+
+    def huber_loss(self, target: Tensor, reduction: Reduction = "mean", delta: float = 1.0) -> Tensor:
+        """0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta), d = self - target (torch's huber_loss)."""
+        d = self._pointwise_loss(target, reduction, "huber_loss")
+        a = d.abs()
+        return _reduce_loss((a < delta).where(0.5 * d.square(), delta * (a - 0.5 * delta)), reduction)
+
+    def smooth_l1_loss(self, target: Tensor, reduction: Reduction = "mean", beta: float = 1.0) -> Tensor:
+        """0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (torch's smooth_l1_loss; beta 0 is l1_loss)."""
+        d = self._pointwise_loss(target, reduction, "smooth_l1_loss")
+        a = d.abs()
+        if beta == 0:
+            return _reduce_loss(a, reduction)
+        return _reduce_loss((a < beta).where(0.5 * d.square() / beta, a - 0.5 * beta), reduction)
+
+    def kl_div(self, target: Tensor, reduction: str = "mean", log_target: bool = False) -> Tensor:
+        """KL divergence of log-probabilities self from target (probabilities, or log-probabilities with
+        `log_target`): target * (log target - self), 0 where target is 0 (torch.nn.functional.kl_div; reduction
+        also "batchmean": the sum over the batch size)."""
+        if reduction not in ("mean", "sum", "none", "batchmean"):
+            raise ValueError(f"kl_div: reduction must be 'mean', 'sum', 'none' or 'batchmean', got {reduction!r}")
+        _check_tensor(target, "target", "kl_div")
+        loss = target.exp() * (target - self) if log_target else target.xlogy(target) - target * self
+        if reduction == "batchmean":
+            return loss.sum() / (self.shape[0] if self.ndim else 1)
+        return _reduce_loss(loss, reduction)
+
+    def cosine_similarity(self, other: Tensor, dim: int = 1, eps: float = 1e-8) -> Tensor:
+        """sum(x1 * x2) / (max(|x1|, eps) * max(|x2|, eps)) along `dim` (inputs broadcast; torch's formula)."""
+        _check_tensor(other, "other", "cosine_similarity")
+        a, b = self.float_()._broadcasted(other.float_())
+        d = normalize_axis(dim, a.ndim, "cosine_similarity")[0]
+        na = a.square().sum(d).sqrt().maximum(eps)
+        nb = b.square().sum(d).sqrt().maximum(eps)
+        return (a * b).sum(d) / (na * nb)
+
+    def pairwise_distance(self, other: Tensor, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False) -> Tensor:
+        """The p-norm of self - other + eps along the last dim (torch.nn.functional.pairwise_distance)."""
+        _check_tensor(other, "other", "pairwise_distance")
+        d = (self - other + eps).abs()
+        if p == math.inf:
+            return d.max(-1, keepdim=keepdim)
+        if p == 0:
+            return (d != 0).float().sum(-1, keepdim=keepdim)
+        return d.pow(p).sum(-1, keepdim=keepdim).pow(1 / p)
+
+    def binary_cross_entropy(self, target: Tensor, weight: Tensor | None = None,
+                             reduction: Reduction = "mean") -> Tensor:
+        """torch.nn.functional.binary_cross_entropy's argument order: `binary_crossentropy`."""
+        return self.binary_crossentropy(target, reduction, weight)
+
+    def binary_cross_entropy_with_logits(self, target: Tensor, weight: Tensor | None = None,
+                                         reduction: Reduction = "mean", pos_weight: Tensor | None = None) -> Tensor:
+        """torch.nn.functional.binary_cross_entropy_with_logits's argument order: `binary_crossentropy_logits`."""
+        return self.binary_crossentropy_logits(target, reduction, pos_weight, weight)
+
+    # *** N-d forms under their 1-d and 3-d names ***
+    def conv1d(self, *args: Any, **kwargs: Any) -> Tensor:
+        """`conv2d` (which takes any number of spatial dims) for (N, C, L) inputs."""
+        return self.conv2d(*args, **kwargs)
+
+    def conv3d(self, *args: Any, **kwargs: Any) -> Tensor:
+        """`conv2d` (which takes any number of spatial dims) for (N, C, D, H, W) inputs."""
+        return self.conv2d(*args, **kwargs)
+
+    def conv_transpose1d(self, *args: Any, **kwargs: Any) -> Tensor:
+        return self.conv_transpose2d(*args, **kwargs)
+
+    def conv_transpose3d(self, *args: Any, **kwargs: Any) -> Tensor:
+        return self.conv_transpose2d(*args, **kwargs)
+
+    def max_pool1d(self, kernel_size: int | Sequence[int], stride: int | Sequence[int] | None = None,
+                   padding: int | Sequence[int] = 0, dilation: int | Sequence[int] = 1, ceil_mode: bool = False,
+                   return_indices: bool = False) -> Any:
+        """max_pool2d over the last dim (torch.nn.functional.max_pool1d's argument order)."""
+        return self.max_pool2d(_as_n(kernel_size, 1), _as_n(stride, 1), dilation, padding, ceil_mode, return_indices)
+
+    def max_pool3d(self, kernel_size: int | Sequence[int], stride: int | Sequence[int] | None = None,
+                   padding: int | Sequence[int] = 0, dilation: int | Sequence[int] = 1, ceil_mode: bool = False,
+                   return_indices: bool = False) -> Any:
+        """max_pool2d over the last 3 dims (torch.nn.functional.max_pool3d's argument order)."""
+        return self.max_pool2d(_as_n(kernel_size, 3), _as_n(stride, 3), dilation, padding, ceil_mode, return_indices)
+
+    def avg_pool1d(self, kernel_size: int | Sequence[int], stride: int | Sequence[int] | None = None,
+                   padding: int | Sequence[int] = 0, ceil_mode: bool = False, count_include_pad: bool = True) -> Tensor:
+        """avg_pool2d over the last dim (torch.nn.functional.avg_pool1d's argument order)."""
+        return self.avg_pool2d(_as_n(kernel_size, 1), _as_n(stride, 1), 1, padding, ceil_mode, count_include_pad)
+
+    def avg_pool3d(self, kernel_size: int | Sequence[int], stride: int | Sequence[int] | None = None,
+                   padding: int | Sequence[int] = 0, ceil_mode: bool = False, count_include_pad: bool = True,
+                   divisor_override: int | None = None) -> Tensor:
+        """avg_pool2d over the last 3 dims (torch.nn.functional.avg_pool3d's argument order)."""
+        return self.avg_pool2d(_as_n(kernel_size, 3), _as_n(stride, 3), 1, padding, ceil_mode, count_include_pad,
+                               divisor_override)
+
+    def pixel_shuffle(self, upscale_factor: int) -> Tensor:
+        """(..., C*r*r, H, W) -> (..., C, H*r, W*r) (torch.nn.functional.pixel_shuffle)."""
+        r = upscale_factor
+        if self.ndim < 3 or self.shape[-3] % (r * r):
+            raise ValueError(f"pixel_shuffle: input of shape {self.shape} needs >= 3 dims and channels divisible by "
+                             f"upscale_factor^2 = {r * r}")
+        *lead, c, h, w = self.shape
+        n = len(lead)
+        x = self.reshape(*lead, c // (r * r), r, r, h, w)
+        x = x.permute(*range(n), n, n + 3, n + 1, n + 4, n + 2)
+        return x.reshape(*lead, c // (r * r), h * r, w * r)
+
+    def pixel_unshuffle(self, downscale_factor: int) -> Tensor:
+        """(..., C, H*r, W*r) -> (..., C*r*r, H, W) (torch.nn.functional.pixel_unshuffle)."""
+        r = downscale_factor
+        if self.ndim < 3 or self.shape[-2] % r or self.shape[-1] % r:
+            raise ValueError(f"pixel_unshuffle: input of shape {self.shape} needs >= 3 dims and H, W divisible by "
+                             f"downscale_factor = {r}")
+        *lead, c, h, w = self.shape
+        n = len(lead)
+        x = self.reshape(*lead, c, h // r, r, w // r, r)
+        x = x.permute(*range(n), n, n + 2, n + 4, n + 1, n + 3)
+        return x.reshape(*lead, c * r * r, h // r, w // r)
+
+    def dropout(self, p: float = 0.5, training: bool = True) -> Tensor:
+        """Zero each element with probability p and scale the rest by 1/(1-p); identity when not training."""
+        if not 0 <= p <= 1:
+            raise ValueError(f"dropout: p must be in [0, 1], got {p}")
+        if not training or p == 0:
+            return self
+        if p == 1:
+            return self * 0
+        keep = Tensor.rand(*self.shape, device=self.device) >= p
+        return keep.where(self * (1 / (1 - p)), 0.0)
 
     # *** initializers (torch.nn.init's, as tensors) ***
     @staticmethod

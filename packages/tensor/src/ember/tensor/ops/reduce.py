@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ember.tensor.ops.args import ArgumentError, ShapeError, normalize_axis, to_dtype, torch_axis_name
-from ember.uops import DType, Ops, dtypes, least_upper_dtype, prod, sum_acc_dtype
+from ember.uops import DType, Ops, broadcast_shape, dtypes, least_upper_dtype, prod, sum_acc_dtype
 
 if TYPE_CHECKING:  # at run time ember.tensor.tensor binds Tensor here: it is the class built on this mixin
     from ember.tensor.tensor import Tensor
@@ -486,6 +486,34 @@ class ReduceMixin:
         """The values sorted along dim 0."""
         return self.sort(0)[0]
 
+    def addmm(self, mat1: Tensor, mat2: Tensor, beta: Any = 1, alpha: Any = 1) -> Tensor:
+        """beta * self + alpha * (mat1 @ mat2) (torch.addmm; beta 0 ignores self, NaN included)."""
+        return _scaled_sum(self, mat1.matmul(mat2), beta, alpha)
+
+    def addmv(self, mat: Tensor, vec: Tensor, beta: Any = 1, alpha: Any = 1) -> Tensor:
+        """beta * self + alpha * (mat @ vec) (torch.addmv)."""
+        return _scaled_sum(self, mat.matmul(vec), beta, alpha)
+
+    def baddbmm(self, batch1: Tensor, batch2: Tensor, beta: Any = 1, alpha: Any = 1) -> Tensor:
+        """beta * self + alpha * (batch1 @ batch2), batched (torch.baddbmm)."""
+        if batch1.ndim != 3 or batch2.ndim != 3:
+            raise ValueError(f"baddbmm: batch1 and batch2 must be 3-d, got {batch1.shape} and {batch2.shape}")
+        return _scaled_sum(self, batch1.matmul(batch2), beta, alpha)
+
+    def kthvalue(self, k: int, dim: int = -1, keepdim: bool = False) -> tuple[Tensor, Tensor]:
+        """(values, indices) of the k-th smallest element along `dim` (k from 1), as torch.kthvalue."""
+        d = normalize_axis(dim, max(self.ndim, 1), "kthvalue")[0]
+        size = self.shape[d] if self.ndim else 1
+        if not isinstance(k, int) or not 1 <= k <= size:
+            raise IndexError(f"kthvalue: k ({k!r}) is out of range for dim {d} of size {size} (selected number k out "
+                             "of range)")
+        if self.ndim == 0:
+            return self, Tensor.zeros((), dtype=dtypes.int64, device=self.device)
+        values, indices = self.sort(d)
+        bounds = [(k - 1, k) if i == d else (0, s) for i, s in enumerate(self.shape)]
+        values, indices = values.shrink(bounds), indices.shrink(bounds)
+        return (values, indices) if keepdim else (values.squeeze(d), indices.squeeze(d))
+
     def dot(self, w: Tensor, dtype: DType | str | None = None) -> Tensor:
         """The matrix product self @ w (as tinygrad's dot; for two 1-d tensors, their inner product as torch.dot)."""
         return self.matmul(w, dtype=dtype)
@@ -547,3 +575,10 @@ class ReduceMixin:
         res = (acc.sum(summed) if summed else acc).cast(dt)
         kept = [c for c in order if c in out]
         return res.permute([kept.index(c) for c in out]) if kept else res
+
+
+def _scaled_sum(x: Tensor, product: Tensor, beta: Any, alpha: Any) -> Tensor:
+    out = product if alpha == 1 else product * alpha
+    if beta == 0:  # (torch: self is ignored, its NaN and inf too; its gradient is zeros)
+        return Tensor(False, device=out.device).where(x, out.expand(broadcast_shape(x.shape, out.shape)))
+    return out + (x if beta == 1 else x * beta)
