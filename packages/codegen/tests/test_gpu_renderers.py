@@ -143,3 +143,24 @@ def test_clang_builds_gfx942_code_objects(tmp_path):
     assert int.from_bytes(data[48:52], "little") & 0xFF == 0x4C  # e_flags mach: gfx942
     for name in HIP_KERNELS:  # each kernel and its descriptor are in the code object
         assert f"{name}.kd".encode() in data
+
+
+def test_cuda_shared_memory_over_the_static_limit_is_dynamic():
+    """Shared buffers past the static limit (48 KiB; lowered here to 256 bytes to make one with a small kernel) are
+    pointers into one `extern __shared__` block, each at a multiple of 16 bytes, and the kernel defines
+    emb_dynamic_shared_<name> = the block's size, which the CUDA runtime reads from the cubin."""
+    renderer = CUDARenderer("sm_90")
+    assert renderer.shared_max == 232448 and CUDARenderer("sm_89").shared_max == 101376
+    assert CUDARenderer("sm_90", shared_max=1000).shared_max == 1000  # (the device's attribute 97)
+    static = to_program(sum_ast(1024), renderer, [Opt(OptOps.GROUP, 0, 128)])
+    assert "emb_smem" not in static.src and "emb_dynamic_shared" not in static.src
+    renderer.static_shared_max = 256
+    spec = to_program(sum_ast(1024), renderer, [Opt(OptOps.GROUP, 0, 128)])
+    src = spec.src
+    assert "extern __shared__ __align__(16) unsigned char emb_smem[];" in src
+    assert "float* local0 = (float*)(emb_smem + 0);" in src and "__shared__ __align__(16) float local0" not in src
+    assert f'extern "C" __device__ unsigned int emb_dynamic_shared_{spec.name} = 512u;' in src
+    assert src.index(" emb_smem[];") > src.index(f" {spec.name}(")  # (declared in the kernel)
+    with pytest.raises(ValueError, match=r"kernel's shared buffers take 512 bytes, the target has 256"):
+        to_program(sum_ast(1024), CUDARenderer("sm_90", shared_max=256), [Opt(OptOps.GROUP, 0, 128)])
+    # (that NVRTC compiles it and the runtime finds the size: packages/cuda-runtime/tests/test_compiler.py)

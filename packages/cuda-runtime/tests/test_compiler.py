@@ -112,3 +112,27 @@ def test_a_cached_entry_that_is_no_cubin_for_the_arch_is_rebuilt(cache_dir, payl
     with pytest.warns(UserWarning, match="is corrupt"):
         assert comp.compile_cached(ADD) == cubin
     assert len(runs) == 1 and files.read_entry(comp.cache_path(ADD), key).payload == cubin
+
+
+def test_a_rendered_kernel_with_dynamic_shared_memory_compiles_and_states_its_size():
+    """CUDARenderer puts shared buffers past the static limit in `extern __shared__` memory and defines
+    emb_dynamic_shared_<name>; NVRTC compiles it and the runtime reads the size back from the cubin."""
+    from ember.codegen import CUDARenderer, Opt, OptOps, to_program
+    from ember.cuda_runtime import cubin_global
+    from ember.cuda_runtime.device import dynamic_shared_bytes
+    from ember.uops import AxisType, Ops, UOp, dtypes
+
+    n, f32 = 1 << 16, dtypes.float32
+    r = UOp.range(n, 0, AxisType.REDUCE)
+    x = UOp(Ops.PARAM, f32.ptr(n), (), 1).index(r).load()
+    red = UOp(Ops.REDUCE, f32, (x, r), Ops.ADD)
+    ast = UOp.sink(UOp(Ops.PARAM, f32.ptr(1), (), 0).index(UOp.const(dtypes.index, 0)).store(red))
+    renderer = CUDARenderer("sm_90")
+    renderer.static_shared_max = 1024  # (a grouped reduce's buffer is small: lower the static limit to pass it)
+    spec = to_program(ast, renderer, [Opt(OptOps.GROUP, 0, 512)])
+    assert "emb_smem" in spec.src
+    cubin = NVRTCCompiler("sm_90").compile(spec.src)
+    assert cubin_global(cubin, f"emb_dynamic_shared_{spec.name}") == (2048).to_bytes(4, "little")
+    assert dynamic_shared_bytes(cubin, spec.name) == 2048 and dynamic_shared_bytes(cubin, "other") == 0
+    static = NVRTCCompiler("sm_90").compile(to_program(ast, CUDARenderer("sm_90"), [Opt(OptOps.GROUP, 0, 512)]).src)
+    assert dynamic_shared_bytes(static, spec.name) == 0

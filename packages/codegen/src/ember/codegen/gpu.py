@@ -11,6 +11,8 @@ is gpudims.py's.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 from ember.codegen.cstyle import C_TYPES, CStyleLanguage, RenderContext, base_rewrite, bits_const, render_const
 from ember.uops import DType, Ops, PatternMatcher, PtrDType, UOp, UPat, dtypes
@@ -42,17 +44,47 @@ def gpu_math(ctx: RenderContext, x: UOp) -> str:
     return f"(({ctx.ctype(x.dtype)}){ret})" if x.dtype == dtypes.float16 else ret
 
 
+def _rebuild(uops: tuple[UOp, ...], dtype_of: Callable[[UOp], DType], tag_of: Callable[[UOp], Any]) \
+        -> tuple[UOp, ...]:
+    """The linear program with each UOp's dtype and tag as the functions give them, its users relinked."""
+    new: dict[UOp, UOp] = {}
+    for u in uops:  # (a linear program lists every node after its sources)
+        src, dtype, tag = tuple(new.get(s, s) for s in u.src), dtype_of(u), tag_of(u)
+        new[u] = u if src == u.src and dtype == u.dtype and tag == u.tag else UOp(u.op, dtype, src, u.arg, tag)
+    return tuple(new[u] for u in uops)
+
+
 def narrow_indices(uops: tuple[UOp, ...]) -> tuple[UOp, ...]:
     """The program with its index math in int32 when every index value fits (the bounds of each UOp, vmin/vmax): GPUs
     compute 64-bit integers in two or more instructions. A kernel whose addresses may pass 2^31 keeps int64."""
     if not all(-2**31 <= u.vmin and u.vmax < 2**31 for u in uops if u.dtype == dtypes.index):
         return uops
-    new: dict[UOp, UOp] = {}
-    for u in uops:  # (a linear program lists every node after its sources)
-        src = tuple(new.get(s, s) for s in u.src)
-        dtype = dtypes.int32 if u.dtype == dtypes.index else u.dtype
-        new[u] = u if src == u.src and dtype == u.dtype else UOp(u.op, dtype, src, u.arg, u.tag)
-    return tuple(new[u] for u in uops)
+    return _rebuild(uops, lambda u: dtypes.int32 if u.dtype == dtypes.index else u.dtype, lambda u: u.tag)
+
+
+DYNAMIC = "dynamic shared"  # the tag of a shared buffer placed in dynamic shared memory: (DYNAMIC, byte offset)
+
+
+def shared_bytes(uops: tuple[UOp, ...]) -> int:
+    """Bytes of the program's shared buffers, each placed at a multiple of 16 bytes (the layout of `place_shared`)."""
+    at = 0
+    for u in uops:
+        if u.op is Ops.DEFINE_LOCAL:
+            at = -(-at // 16) * 16 + u.dtype.size * u.dtype.base.itemsize
+    return at
+
+
+def place_shared(uops: tuple[UOp, ...], static_max: int) -> tuple[tuple[UOp, ...], int]:
+    """A program whose shared buffers take more than `static_max` bytes (CUDA: 48 KiB of static `__shared__`) with
+    each buffer tagged (DYNAMIC, its offset) in one dynamic shared block, and that block's size; else as it is, 0."""
+    if (total := shared_bytes(uops)) <= static_max:
+        return uops, 0
+    offsets, at = {}, 0
+    for u in uops:
+        if u.op is Ops.DEFINE_LOCAL:
+            offsets[u] = at = -(-at // 16) * 16
+            at += u.dtype.size * u.dtype.base.itemsize
+    return _rebuild(uops, lambda u: u.dtype, lambda u: (DYNAMIC, offsets[u]) if u in offsets else u.tag), total
 
 
 gpu_rewrite = PatternMatcher([
@@ -64,6 +96,10 @@ gpu_rewrite = PatternMatcher([
     (UPat(Ops.GEP, name="x"), lambda ctx, x: f"{ctx[x.src[0]]}.v[{x.arg}]"),
     (UPat(Ops.WMMA, name="x"), lambda ctx, x: f"emb_{x.arg}({', '.join(ctx[s] for s in x.src)})"),
     (UPat(Ops.BARRIER), lambda ctx: ctx.renderer.barrier),
+    # a shared buffer in the dynamic block (place_shared): a pointer at its offset
+    (UPat(Ops.DEFINE_LOCAL, name="x"), lambda ctx, x: f"{ctx.ctype(x.dtype.base)}* {ctx[x]} = "
+     f"({ctx.ctype(x.dtype.base)}*)(emb_smem + {x.tag[1]});" if isinstance(x.tag, tuple) and x.tag[0] == DYNAMIC
+     else None),
     (UPat(Ops.DEFINE_LOCAL, name="x"),
      lambda ctx, x: f"{ctx.renderer.shared_prefix}{ctx.ctype(x.dtype.base)} {ctx[x]}[{x.dtype.size}];"),
     # the dtypes kept as bits: constants, and conversions through float32
@@ -181,6 +217,11 @@ def _mma(kind: str) -> str:
             "  return c;\n}\n")
 
 
+# shared memory per block with the opt-in, by SM (CUDA C++ Programming Guide, compute capability table; a device's
+# own attribute 97 overrides): 163 KiB on A100 (8.0/8.7), 99 KiB on 8.6/8.9/12.x, 227 KiB on Hopper and Blackwell DC
+_SHARED_OPTIN = {80: 166912, 86: 101376, 87: 166912, 89: 101376, 90: 232448, 100: 232448, 120: 101376}
+
+
 class CUDARenderer(GPURenderer):
     """CUDA C++ for NVRTC, sm_80 and newer (`arch` "sm_90" for Hopper). No headers: float16 and bfloat16 are their
     bits, converted by PTX `cvt` and integer arithmetic."""
@@ -189,7 +230,7 @@ class CUDARenderer(GPURenderer):
     global_max = (2**31 - 1, 65535, 65535)
     local_max = (1024, 1024, 64)
     max_workgroup_threads = 1024
-    shared_max = 48 * 1024  # static shared memory per block (more needs dynamic shared memory and an opt-in)
+    static_shared_max = 48 * 1024  # static `__shared__` per block: more goes in dynamic shared memory (opt-in)
     type_map = {**GPURenderer.type_map, dtypes.float16: "unsigned short"}
     bits_dtypes = (dtypes.bfloat16, dtypes.float16)
     compute_via_float32 = (dtypes.bfloat16, dtypes.float16)
@@ -203,13 +244,31 @@ class CUDARenderer(GPURenderer):
     tensor_cores = ("mma_m16n8k16_bf16", "mma_m16n8k16_f16")
     wmma_helpers = {"mma_m16n8k16_bf16": _mma("bf16"), "mma_m16n8k16_f16": _mma("f16")}
 
-    def __init__(self, arch: str = "sm_90"):
+    def __init__(self, arch: str = "sm_90", shared_max: int | None = None):
         if not arch.startswith("sm_") or not arch[3:].isdigit() or int(arch[3:]) < 80:
             raise ValueError(f"CUDARenderer: arch {arch!r} is not supported, give 'sm_80' or newer ('sm_90': H100)")
         super().__init__(arch)
+        # shared memory per block with the opt-in: the device's attribute 97 when it gives it, else the arch's
+        self.shared_max = shared_max if shared_max is not None else \
+            _SHARED_OPTIN.get(int(arch[3:]), _SHARED_OPTIN[max(k for k in _SHARED_OPTIN if k <= int(arch[3:]))])
 
     def kernel_prefix(self, threads: int) -> str:
         return f'extern "C" __global__ void __launch_bounds__({threads})'
+
+    def render(self, name: str, uops: tuple[UOp, ...]) -> str:
+        placed, dynamic = place_shared(uops, self.static_shared_max)
+        if dynamic > self.shared_max:
+            raise ValueError(f"CUDARenderer: kernel {name} needs {dynamic} bytes of shared memory, {self.arch} allows "
+                             f"{self.shared_max} per block")
+        return super().render(name, placed)
+
+    def render_kernel(self, name: str, body: list[str], uops: tuple[UOp, ...], ctx: RenderContext) -> str:
+        if not any(u.op is Ops.DEFINE_LOCAL and isinstance(u.tag, tuple) and u.tag[0] == DYNAMIC for u in uops):
+            return super().render_kernel(name, body, uops, ctx)
+        # the dynamic block, and its size for the runtime (ember.cuda_runtime reads the variable from the cubin)
+        src = super().render_kernel(name, ["  extern __shared__ __align__(16) unsigned char emb_smem[];", *body],
+                                    uops, ctx)
+        return src + f'extern "C" __device__ unsigned int emb_dynamic_shared_{name} = {shared_bytes(uops)}u;\n'
 
 
 

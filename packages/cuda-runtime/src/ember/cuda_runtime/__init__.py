@@ -8,10 +8,24 @@
 
 __version__ = "0.2.0"
 
-from ember.cuda_runtime.compiler import NVRTC, NVRTCCompiler, cubin_arch, cuda_include_dirs, load_nvrtc  # noqa: E402
+from ember.cuda_runtime.compiler import (  # noqa: E402
+    NVRTC,
+    NVRTCCompiler,
+    cubin_arch,
+    cubin_global,
+    cuda_include_dirs,
+    load_nvrtc,
+)
 from ember.cuda_runtime.device import CUDAAllocator, CUDADevice, CUDAGraph, CUDAMemory, CUDAProgram  # noqa: E402
-from ember.cuda_runtime.driver import CUDAContext, CUDAError, Driver, load_driver, timeout_seconds  # noqa: E402
+from ember.cuda_runtime.driver import (  # noqa: E402
+    CUDAContext,
+    CUDAError,
+    Driver,
+    KernelNodeParams,
+    load_driver,
+    timeout_seconds,
+)
 
 __all__ = ["CUDAAllocator", "CUDAContext", "CUDADevice", "CUDAError", "CUDAGraph", "CUDAMemory", "CUDAProgram",
-           "Driver", "NVRTC", "NVRTCCompiler", "cubin_arch", "cuda_include_dirs", "load_driver", "load_nvrtc",
-           "timeout_seconds"]
+           "Driver", "KernelNodeParams", "NVRTC", "NVRTCCompiler", "cubin_arch", "cubin_global", "cuda_include_dirs",
+           "load_driver", "load_nvrtc", "timeout_seconds"]

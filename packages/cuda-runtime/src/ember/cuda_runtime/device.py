@@ -270,10 +270,11 @@ class _NoRenderer:
                                   f"written CUDA C runs through dev.runtime(name, dev.compiler.compile_cached(src))")
 
 
-def renderer_for(arch: str) -> Renderer | _NoRenderer:
-    """`CUDARenderer(arch)`, or a stand-in that raises NotImplementedError on use where it cannot target `arch`."""
+def renderer_for(arch: str, shared_max: int | None = None) -> Renderer | _NoRenderer:
+    """`CUDARenderer(arch, shared_max)`, or a stand-in that raises NotImplementedError on use where it cannot target
+    `arch`."""
     try:
-        return CUDARenderer(arch)
+        return CUDARenderer(arch, shared_max)
     except ValueError as e:
         return _NoRenderer(arch, str(e))
 
@@ -300,7 +301,8 @@ class CUDADevice(CompiledDevice):
         driver = load_driver(driver_path)
         self.context = CUDAContext(driver, ordinal)
         self.arch = self.context.arch
-        super().__init__(name, CUDAAllocator(self.context), renderer_for(self.arch),  # type: ignore[arg-type]
+        renderer = renderer_for(self.arch, self.context.max_shared_optin)
+        super().__init__(name, CUDAAllocator(self.context), renderer,  # type: ignore[arg-type]
                          NVRTCCompiler(self.arch, prefer_major=driver.version[0]), CUDAProgram)
         # the cubins loaded, by content: the kernels of one compiled batch share one module
         self._modules: weakref.WeakValueDictionary[bytes, LoadedModule] = weakref.WeakValueDictionary()
