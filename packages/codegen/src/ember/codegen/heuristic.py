@@ -230,13 +230,15 @@ NESTED_MAX_LANES = 1024  # ... and with a block of queries, this many in all (16
 def _nested_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
     """Opts for a kernel with a reduce inside another's loop (attention with its scores recomputed where they are read,
     ember.schedule.attention: the reduce over head_dim in the reduce over keys):
-    - the output axes the inner reduces do not depend on (the head_dim of o = p @ v, of dq = dS @ k) are upcast whole,
-      up to NESTED_MAX_ACCUMULATORS lanes: each inner reduce (a score) is then computed once for all of them;
-    - an output axis the inner reduces do depend on (the queries of o, the keys of dk) is upcast by a vector, or less
-      within NESTED_MAX_LANES in all: a vector of scores per key, each key's row loaded once for the block (a loop
-      bounded by that axis, under a causal mask, runs to the bound of the block's last lane);
-    - the inner reduce's axis, when loads are contiguous along it, is unrolled: one dot product per score;
-    - THREAD shares the outermost output axis across the cores."""
+    - the inner reduce's axis, when loads are contiguous along it, is unrolled: one dot product per score (lowering
+      folds its terms as a tree; the vectorizer computes the block's scores as vectors, vectorize._scalar_lanes);
+    - the output axes the inner reduces do not depend on (the head_dim of o = p @ v, of dq = dS @ k) are upcast whole
+      (or by their largest part that fits) up to NESTED_MAX_ACCUMULATORS lanes: each score is computed once for all;
+    - an output axis whose lanes share an operand of the inner reduce (the queries of o, sharing the keys; the keys
+      of dk), the one bounding the loop first, is upcast by a vector, or less within NESTED_MAX_LANES in all: a vector
+      of scores per key, each key's row loaded once for the block (a loop bounded by that axis, under a causal mask,
+      runs to the bound of the block's last lane);
+    - THREAD shares an output axis that bounds no loop (heads: even shares; a causal query axis has uneven halves)."""
     chosen = Chosen(ast)
     add, axis = chosen.add, chosen.axis
     rngs = kernel_ranges(ast)

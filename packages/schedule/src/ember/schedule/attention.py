@@ -2,6 +2,7 @@
 masked part of every reduce over it is not visited.
 
     recomputed = recomputed_scores(nodes, users, forced)    # in realize_map: never realized
+    realized |= transposed_score_operands(recomputed)       # ... and k^T copied in the order the dot product reads
     value = graph_rewrite(value, pm_bound_masked_reduces)   # in kernel_ast: reduce ranges cut to the unmasked part
 
 1. A short reduce with a big output, q @ k^T (head_dim terms per element, T x T elements), whose every reader reduces
@@ -10,7 +11,10 @@ masked part of every reduce over it is not visited.
    reduce over head_dim nested in the reduce over keys (or queries). What stays are O(T) row statistics and the
    outputs, so memory grows linearly with the sequence; the price is the head_dim-long dot product recomputed by
    each reader, which the codegen heuristic keeps to once per (query, key) pair by holding the output row (head_dim
-   values) in registers.
+   values) in registers (causal attention: forward 3 kernels, backward 4; 10 head_dim-long dot products per
+   (query, key) pair in all, where flash attention does 3, against T x T memory traffic). Only from T >= 16 head_dim on
+   (RECOMPUTE_MIN_BLOWUP): the tiny Llama at seq 256 keeps its stored scores. Online softmax (the max, the sum and
+   p @ v in one pass) is not done: it needs kernels with several outputs (the backward reads the row statistics).
 2. A reduce over r of a value that is the reduce's identity wherever a mask on r is false (where(j <= i, s, -inf)
    under a max, exp of it under a sum, the zeros its gradient leaves) runs over the unmasked interval only: the range
    gets a size that depends on the outer ranges, `for (j = 0; j < i + 1; j++)` (a start bound: backwards from the

@@ -95,7 +95,8 @@ def realize_map(sink: UOp) -> set[UOp]:
     Realized: the outputs, CONTIGUOUS, COPY (and its source), ASSIGN; a reduce's epilogue read by several nodes; a
     REDUCE_AXIS read by more than one node or broadcast (an EXPAND between it and the kernel that reads it) - else it
     would be recomputed per element; a node with several users whose fused graph holds a reduce; and costly work
-    broadcast into a reduce. Cheap elementwise work is recomputed, not stored.
+    broadcast into a reduce. Cheap elementwise work is recomputed, not stored; and so are attention's scores
+    (attention.py: recomputed inside the reduces that read them).
     """
     nodes = sink.toposort(gate=lambda u: u.op not in (Ops.BUFFER, Ops.BUFFER_VIEW))
     users: dict[UOp, list[UOp]] = {u: [] for u in nodes}
