@@ -218,3 +218,12 @@ def test_pixel_shuffle_and_dropout():
     assert t.dropout(0.5, training=False) is t and (t.dropout(1.0).numpy() == 0).all()
     kept = t.dropout(0.25).numpy()
     assert set(np.unique(kept)) <= {0.0, np.float32(1 / 0.75)} and 0.7 < (kept > 0).mean() < 0.8
+
+
+@pytest.mark.parametrize("n, size, out", [(1, (2, 3, 10), 4), (1, (3, 7), 7), (2, (2, 3, 7, 9), (3, 4)),
+                                          (2, (2, 3, 7, 9), 1), (2, (1, 2, 5, 6), (None, 4)), (3, (1, 2, 5, 4, 6), 2)])
+@pytest.mark.parametrize("kind", ["avg", "max"])
+def test_adaptive_pooling(n, size, out, kind):
+    name = f"adaptive_{kind}_pool{n}d"
+    compare(lambda x: getattr(x, name)(out), lambda x: getattr(F, name)(x, out), data(*size), atol=1e-6)
+    compare(lambda x: getattr(nn, name)(x, out), lambda x: getattr(F, name)(x, out), data(*size), atol=1e-6)

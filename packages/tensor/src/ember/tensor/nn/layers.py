@@ -210,6 +210,30 @@ def avg_pool3d(x: Tensor, kernel_size: int | Sequence[int], stride: int | Sequen
     return x.avg_pool3d(kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
 
 
+def adaptive_avg_pool1d(x: Tensor, output_size: Any) -> Tensor:
+    return x.adaptive_avg_pool1d(output_size)
+
+
+def adaptive_avg_pool2d(x: Tensor, output_size: Any) -> Tensor:
+    return x.adaptive_avg_pool2d(output_size)
+
+
+def adaptive_avg_pool3d(x: Tensor, output_size: Any) -> Tensor:
+    return x.adaptive_avg_pool3d(output_size)
+
+
+def adaptive_max_pool1d(x: Tensor, output_size: Any) -> Tensor:
+    return x.adaptive_max_pool1d(output_size)
+
+
+def adaptive_max_pool2d(x: Tensor, output_size: Any) -> Tensor:
+    return x.adaptive_max_pool2d(output_size)
+
+
+def adaptive_max_pool3d(x: Tensor, output_size: Any) -> Tensor:
+    return x.adaptive_max_pool3d(output_size)
+
+
 def l1_loss(x: Tensor, target: Tensor, reduction: Reduction = "mean") -> Tensor:
     return x.l1_loss(target, reduction)
 

@@ -903,6 +903,55 @@ class NNMixin:
         return self.avg_pool2d(_as_n(kernel_size, 3), _as_n(stride, 3), 1, padding, ceil_mode, count_include_pad,
                                divisor_override)
 
+    def _adaptive_pool(self, output_size: Any, n: int, op: str, use_max: bool) -> Tensor:
+        """Each of the last n dims pooled to its output size with torch's windows: output i of a dim of size L into O
+        reads [floor(i L / O), ceil((i + 1) L / O)); one dim after the other (a window is a product of ranges)."""
+        sizes = (output_size,) * n if isinstance(output_size, int) or output_size is None else tuple(output_size)
+        if len(sizes) != n or self.ndim < n + 1:
+            raise ValueError(f"{op}: output_size {output_size!r} needs {n} sizes for an input of {n + 1} or {n + 2} "
+                             f"dims, got shape {self.shape}")
+        x = self if use_max else self.float_()
+        for j, out in enumerate(sizes):
+            d = self.ndim - n + j
+            size = self.shape[d]
+            out = size if out is None else out
+            if not isinstance(out, int) or out <= 0 or size == 0:
+                raise ValueError(f"{op}: output size {out!r} of dim {d} (size {size}) must be a positive int")
+            rows = Tensor.arange(out, device=self.device).reshape(out, 1)
+            cols = Tensor.arange(size, device=self.device).reshape(1, size)
+            # (integer arithmetic: start = floor(i L / O), end = ceil((i + 1) L / O))
+            inside = (cols >= (rows * size) // out).logical_and(cols < ((rows + 1) * size + out - 1) // out)
+            xt = x.transpose(d, -1).unsqueeze(-2)  # (..., 1, L) against the (O, L) windows
+            if use_max:
+                low = -math.inf if dtypes.is_float(x.dtype) else dtypes.min(x.dtype)
+                x = inside.where(xt, Tensor(low, self.device, x.dtype)).max(-1).transpose(d, -1)
+            else:
+                count = inside.sum(-1, keepdim=True).cast(x.dtype)
+                x = (inside.where(xt, 0.0).sum(-1) / count.squeeze(-1)).transpose(d, -1)
+        return x
+
+    def adaptive_avg_pool1d(self, output_size: Any) -> Tensor:
+        """The mean over torch's adaptive windows of the last dim (torch.nn.functional.adaptive_avg_pool1d)."""
+        return self._adaptive_pool(output_size, 1, "adaptive_avg_pool1d", False)
+
+    def adaptive_avg_pool2d(self, output_size: Any) -> Tensor:
+        """The mean over torch's adaptive windows of the last 2 dims (an int: square; None keeps a dim)."""
+        return self._adaptive_pool(output_size, 2, "adaptive_avg_pool2d", False)
+
+    def adaptive_avg_pool3d(self, output_size: Any) -> Tensor:
+        return self._adaptive_pool(output_size, 3, "adaptive_avg_pool3d", False)
+
+    def adaptive_max_pool1d(self, output_size: Any) -> Tensor:
+        """The max over torch's adaptive windows of the last dim (values; no return_indices)."""
+        return self._adaptive_pool(output_size, 1, "adaptive_max_pool1d", True)
+
+    def adaptive_max_pool2d(self, output_size: Any) -> Tensor:
+        """The max over torch's adaptive windows of the last 2 dims (values; no return_indices)."""
+        return self._adaptive_pool(output_size, 2, "adaptive_max_pool2d", True)
+
+    def adaptive_max_pool3d(self, output_size: Any) -> Tensor:
+        return self._adaptive_pool(output_size, 3, "adaptive_max_pool3d", True)
+
     def pixel_shuffle(self, upscale_factor: int) -> Tensor:
         """(..., C*r*r, H, W) -> (..., C, H*r, W*r) (torch.nn.functional.pixel_shuffle)."""
         r = upscale_factor
