@@ -67,6 +67,24 @@ def test_numerics_vs_pytorch(t, d, causal, gqa):
         np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-4, atol=2e-5, err_msg=f"d{name}")
 
 
+@pytest.mark.parametrize("tq,tk", [(50, 100), (100, 50)])
+def test_causal_with_fewer_or_more_queries_than_keys(tq, tk):
+    """Top-left causal alignment (PyTorch's): the key loop ends at i + 1 where that stays inside the keys; with more
+    queries than keys it is left whole, the mask alone doing the work. Forward and dq, dk, dv."""
+    d = 4
+    arrays = [arr(1, 2, tq, d), arr(1, 2, tk, d), arr(1, 2, tk, d)]
+    ours = [Tensor(a, requires_grad=True) for a in arrays]
+    theirs = [torch.tensor(a, requires_grad=True) for a in arrays]
+    o = sdpa(*ours, causal=True)
+    ref = F.scaled_dot_product_attention(*theirs, is_causal=True)
+    assert len(kernels(o)) == 3
+    np.testing.assert_allclose(o.numpy(), ref.detach().numpy(), rtol=1e-4, atol=2e-5)
+    o.sum().backward()
+    ref.sum().backward()
+    for name, a, b in zip("qkv", ours, theirs):
+        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-4, atol=2e-5, err_msg=f"d{name}")
+
+
 @pytest.mark.parametrize("kind", ["bool", "float"])
 def test_explicit_masks_vs_pytorch(kind):
     """A key-padding bool mask (with a query that sees no key: zeros, as PyTorch) and an additive float mask, through
