@@ -1,11 +1,15 @@
 """OpenMP vs one thread vs a thread start per launch, on hand-written C kernels run through Device["CPU"].
 
     python tools/bench/bench_openmp.py
+    python tools/bench/bench_openmp.py --load                    # the table again under busy_machine()
+    GOMP_SPINCOUNT=300000 python tools/bench/bench_openmp.py --load   # libgomp's own spin, for comparison
 
-Prints median milliseconds per launch (Program(..., wait=True)) and the speedups over one thread."""
+Prints median milliseconds per launch (Program(..., wait=True)) and the speedups over one thread. The OpenMP settings
+are the CPU device's (`openmp_environment`: a short spin) unless the environment sets them; they are printed."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import platform
 import statistics
@@ -72,9 +76,23 @@ def time_ms(prgs: dict, bufs: list, n: int, reps: int) -> dict[str, tuple[float,
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--load", action="store_true", help="also under load: a spinning process per core (busy.py)")
+    args = parser.parse_args()
     dev, threads = Device["CPU"], cpu_threads()
     print(f"# {platform.machine()}, os.cpu_count()={os.cpu_count()}, OpenMP threads={threads}, "
-          f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(unset)')}, cc {' '.join(dev.compiler.flags)}")
+          f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(unset)')}, "
+          f"GOMP_SPINCOUNT={os.environ.get('GOMP_SPINCOUNT', '(unset)')}, cc {' '.join(dev.compiler.flags)}")
+    table(dev, threads)
+    if args.load:
+        from busy import busy_machine
+
+        with busy_machine() as n:
+            print(f"\n# under load: {n} spinning processes")
+            table(dev, threads)
+
+
+def table(dev, threads: int) -> None:  # type: ignore[no-untyped-def]
     print("# ms per launch, min / median; x = speedup of the min over 1 thread")
     print(f"| {'kernel':8s} | {'n':>10s} | {'1 thread':>17s} | {'OpenMP':>17s} | {'pthread per launch':>18s} "
           f"| {'OpenMP x':>8s} | {'pthread x':>9s} |")

@@ -7,7 +7,8 @@
     python tools/bench/busy.py --seconds 30     # keep every core busy for 30 s (to run something beside it by hand)
 
 Each worker is a separate process (not a thread: no GIL sharing with the benchmark) running a tight pure-Python loop at
-normal priority, as another user's job would. Workers are killed when the block exits, whatever happened inside it.
+normal priority, as another user's job would. Workers are killed when the block exits, whatever happened inside it,
+and stop by themselves when the process that started them dies.
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ import time
 from collections.abc import Iterator
 
 
-def _spin(stop_at: float) -> None:
+def _spin(stop_at: float, parent: int) -> None:
     x = 0
-    while time.monotonic() < stop_at:
+    while time.monotonic() < stop_at and os.getppid() == parent:  # a killed parent leaves no spinner behind
         for _ in range(10_000):
             x = (x * 1103515245 + 12345) & 0x7FFFFFFF
 
@@ -40,7 +41,8 @@ def busy_machine(workers: int | None = None, max_seconds: float = 3600.0) -> Ite
     (at most `max_seconds`, so a crashed benchmark never leaves them behind). Yields the number of workers."""
     n = cores() if workers is None else workers
     ctx = mp.get_context("spawn")
-    procs = [ctx.Process(target=_spin, args=(time.monotonic() + max_seconds,), daemon=True) for _ in range(n)]
+    stop_at = time.monotonic() + max_seconds
+    procs = [ctx.Process(target=_spin, args=(stop_at, os.getpid()), daemon=True) for _ in range(n)]
     for p in procs:
         p.start()
     time.sleep(0.2)  # let them get onto the cores

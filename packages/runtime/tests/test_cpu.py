@@ -1,4 +1,5 @@
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -8,8 +9,9 @@ import pytest
 
 from ember.codegen import Opt, OptOps, to_program
 from ember.runtime import Buffer, CompileError, Device
-from ember.runtime.cpu import CPUCompiler, cpu_threads
+from ember.runtime.cpu import SPIN_COUNT, CPUCompiler, cpu_threads, openmp_environment
 from ember.uops import AxisType, Ops, UOp, dtypes
+from ember.uops.settings import Context, usable_cores
 
 ADD_SRC = """
 void add(float* restrict data0, const float* restrict data1, const float* restrict data2, long long n) {
@@ -55,24 +57,101 @@ def test_kernel_on_views():
     np.testing.assert_array_equal(base.numpy(), [4 + 6, 5 + 7, 2, 3, 4, 5, 6, 7])
 
 
+def _fresh_process(script, **env_vars):
+    # libgomp reads its variables when it loads: each setting gets a fresh process, without the OpenMP variables of
+    # this one
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OMP_", "GOMP_"))}
+    env["PYTHONPATH"] = os.pathsep.join(sys.path)
+    res = subprocess.run([sys.executable, "-c", textwrap.dedent(script)], env={**env, **env_vars}, capture_output=True,
+                         text=True)
+    assert res.returncode == 0, res.stderr
+    return res
+
+
 @pytest.mark.parametrize("omp_num_threads", [None, "3"])
-def test_thread_count_defaults_to_cpu_count_and_follows_omp_num_threads(omp_num_threads):
-    # libgomp reads the variable when it loads: each setting gets a fresh process
-    script = textwrap.dedent(f"""
+def test_thread_count_defaults_to_usable_cores_and_follows_omp_num_threads(omp_num_threads):
+    res = _fresh_process(f"""
+        from ember.runtime import Buffer, Device
+        from ember.uops import dtypes
+        dev, out = Device["CPU"], Buffer("CPU", 2, dtypes.int32)
+        dev.runtime("threads", dev.compiler.compile_cached({THREADS_SRC!r}))(out)
+        print(dev.threads, dev.renderer.max_threads, *out.numpy().tolist())
+    """, **({"OMP_NUM_THREADS": omp_num_threads} if omp_num_threads else {}))
+    want = omp_num_threads or str(usable_cores())
+    # the device, the renderer's num_threads() and libgomp (max threads, team size) agree
+    assert res.stdout.split() == [want] * 4, res.stderr
+
+
+def test_thread_count_follows_the_affinity():
+    # a process allowed one core (as `taskset -c 0` starts it) runs its kernels on one thread
+    res = _fresh_process(f"""
+        import os
+        os.sched_setaffinity(0, {{min(os.sched_getaffinity(0))}})
         from ember.runtime import Buffer, Device
         from ember.uops import dtypes
         dev, out = Device["CPU"], Buffer("CPU", 2, dtypes.int32)
         dev.runtime("threads", dev.compiler.compile_cached({THREADS_SRC!r}))(out)
         print(dev.threads, dev.renderer.max_threads, *out.numpy().tolist())
     """)
-    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
-    env["PYTHONPATH"] = os.pathsep.join(sys.path)
-    if omp_num_threads is not None:
-        env["OMP_NUM_THREADS"] = omp_num_threads
-    res = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
-    want = omp_num_threads or str(os.cpu_count())
-    # the device, the renderer's num_threads() and libgomp (max threads, team size) agree
-    assert res.stdout.split() == [want] * 4, res.stderr
+    assert res.stdout.split() == ["1"] * 4
+
+
+LIBGOMP_SETTINGS = """
+    from ember.runtime import Buffer, Device
+    from ember.uops import dtypes
+    dev, out = Device["CPU"], Buffer("CPU", 2, dtypes.int32)
+    print(sorted(dev.openmp_env.items()), dev.openmp_preloaded)
+    dev.runtime("threads", dev.compiler.compile_cached({src!r}))(out)   # loads libgomp, which prints what it read
+"""
+
+
+def _libgomp_display(stderr):
+    # OMP_DISPLAY_ENV=verbose: libgomp prints its settings as it loads, "  NAME = 'VALUE'" per line
+    return dict(re.findall(r"^\s+([A-Z_]+) = '([^']*)'", stderr, re.M))
+
+
+@pytest.mark.parametrize("user_env, ours, spin_count", [
+    ({}, {"GOMP_SPINCOUNT": str(SPIN_COUNT), "OMP_NUM_THREADS": "cores"}, str(SPIN_COUNT)),
+    ({"OMP_WAIT_POLICY": "active"}, {"OMP_NUM_THREADS": "cores"}, "30000000000"),  # libgomp's own for active
+    ({"OMP_WAIT_POLICY": "passive", "OMP_NUM_THREADS": "1"}, {}, "0"),
+    ({"GOMP_SPINCOUNT": "1234"}, {"OMP_NUM_THREADS": "cores"}, "1234"),
+])
+def test_libgomp_reads_the_settings_the_device_chose(user_env, ours, spin_count):
+    ours = {k: str(usable_cores()) if v == "cores" else v for k, v in ours.items()}
+    res = _fresh_process(LIBGOMP_SETTINGS.format(src=THREADS_SRC), OMP_DISPLAY_ENV="verbose", **user_env)
+    assert res.stdout.split("\n")[0] == f"{sorted(ours.items())} False"
+    shown = _libgomp_display(res.stderr)
+    assert shown["GOMP_SPINCOUNT"] == spin_count, res.stderr
+    assert shown["OMP_NUM_THREADS"] == user_env.get("OMP_NUM_THREADS", ours.get("OMP_NUM_THREADS")), res.stderr
+
+
+def test_openmp_environment_keeps_what_the_user_set(monkeypatch):
+    for name in ("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT"):
+        monkeypatch.delenv(name, raising=False)
+    assert openmp_environment() == {"OMP_NUM_THREADS": str(cpu_threads()), "GOMP_SPINCOUNT": str(SPIN_COUNT)}
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert openmp_environment() == {"GOMP_SPINCOUNT": str(SPIN_COUNT)}
+    monkeypatch.setenv("OMP_WAIT_POLICY", "Passive")
+    assert openmp_environment() == {}
+    monkeypatch.delenv("OMP_WAIT_POLICY")
+    with Context(OMP_WAIT_POLICY="passive"):  # a Context's policy goes into the environment libgomp reads
+        assert openmp_environment() == {"OMP_WAIT_POLICY": "passive"}
+    monkeypatch.setenv("GOMP_SPINCOUNT", "infinite")
+    assert openmp_environment() == {}
+    monkeypatch.setenv("OMP_WAIT_POLICY", "sometimes")
+    with pytest.raises(ValueError, match="OMP_WAIT_POLICY='sometimes'"):
+        openmp_environment()
+
+
+def test_libgomp_loaded_before_the_device_is_reported():
+    # libgomp (here the system's, as PyTorch's copy would be) loaded before the device: its settings are already read
+    res = _fresh_process("""
+        import ctypes
+        ctypes.CDLL("libgomp.so.1")
+        from ember.runtime import Device
+        print(Device["CPU"].openmp_preloaded)
+    """)
+    assert res.stdout.split() == ["True"]
 
 
 def test_cpu_threads_in_process():

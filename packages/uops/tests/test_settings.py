@@ -2,6 +2,8 @@
 
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -110,4 +112,62 @@ def test_cache_root_follows_ember_cache_dir(monkeypatch: pytest.MonkeyPatch, tmp
 @pytest.mark.parametrize("raw, expect", [("3", 3), ("2,4", 2), ("", None), ("0", None), ("x", None)])
 def test_omp_num_threads_reads_like_openmp(monkeypatch, raw, expect):
     monkeypatch.setenv("OMP_NUM_THREADS", raw)
-    assert settings.OMP_NUM_THREADS.value == (expect or os.cpu_count() or 1)
+    assert settings.OMP_NUM_THREADS.value == (expect or settings.usable_cores())
+
+
+def test_usable_cores_follow_the_affinity(monkeypatch):
+    monkeypatch.setattr(settings, "_cgroup_cpu_limit", lambda text, root: None)
+    assert settings.usable_cores() == len(os.sched_getaffinity(0))
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 5, 7})
+    assert settings.usable_cores() == 5
+    assert settings.OMP_NUM_THREADS.value == 5 and settings.CODEGEN_WORKERS.value == 4
+    monkeypatch.setattr(settings, "_cgroup_cpu_limit", lambda text, root: 1.5)  # a container's --cpus 1.5
+    assert settings.usable_cores() == 2
+    monkeypatch.setattr(settings, "_cgroup_cpu_limit", lambda text, root: 0.2)
+    assert settings.usable_cores() == 1
+
+
+def test_usable_cores_in_a_real_cpuset():
+    # a child pinned to one core by the OS (taskset's syscall) sees one usable core
+    code = "import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); " \
+           "from ember.uops import settings; print(settings.usable_cores(), settings.OMP_NUM_THREADS.value)"
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["1", "1"]
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def test_cgroup_v2_quota_is_the_tightest_of_the_path(tmp_path):
+    _write(tmp_path / "cpu.max", "max 100000\n")
+    _write(tmp_path / "machine" / "cpu.max", "300000 100000\n")
+    _write(tmp_path / "machine" / "job" / "cpu.max", "max 100000\n")
+    assert settings._cgroup_cpu_limit("0::/machine/job\n", tmp_path) == 3.0
+    _write(tmp_path / "machine" / "job" / "cpu.max", "150000 100000\n")
+    assert settings._cgroup_cpu_limit("0::/machine/job\n", tmp_path) == 1.5
+    assert settings._cgroup_cpu_limit("0::/\n", tmp_path) is None  # the root: no quota
+    assert settings._cgroup_cpu_limit("0::/elsewhere\n", tmp_path) is None
+
+
+def test_cgroup_v1_quota(tmp_path):
+    text = "5:memory:/docker/abc\n3:cpu,cpuacct:/docker/abc\n0::/\n"
+    _write(tmp_path / "cpu,cpuacct" / "docker" / "abc" / "cpu.cfs_quota_us", "-1\n")
+    _write(tmp_path / "cpu,cpuacct" / "docker" / "abc" / "cpu.cfs_period_us", "100000\n")
+    assert settings._cgroup_cpu_limit(text, tmp_path) is None  # -1: no quota
+    _write(tmp_path / "cpu,cpuacct" / "docker" / "abc" / "cpu.cfs_quota_us", "250000\n")
+    assert settings._cgroup_cpu_limit(text, tmp_path) == 2.5
+
+
+@pytest.mark.parametrize("raw, expect", [("", ""), ("passive", "passive"), ("ACTIVE", "active")])
+def test_omp_wait_policy(monkeypatch, raw, expect):
+    monkeypatch.setenv("OMP_WAIT_POLICY", raw)
+    assert settings.OMP_WAIT_POLICY.value == expect
+
+
+def test_omp_wait_policy_rejects_other_values(monkeypatch):
+    monkeypatch.setenv("OMP_WAIT_POLICY", "spin")
+    with pytest.raises(ValueError, match="OMP_WAIT_POLICY='spin': expected active or passive"):
+        _ = settings.OMP_WAIT_POLICY.value

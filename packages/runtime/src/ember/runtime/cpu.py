@@ -2,8 +2,10 @@
 
 Kernels are C functions `void name(float* restrict data0, const float* restrict data1, ..., long long var0, ...)`:
 buffer pointers in slot order, then the int variables. The renderer puts `#pragma omp parallel for` on the THREAD
-loop; libgomp keeps its worker threads alive between kernels, so a launch costs no thread start. The thread count is
-`$OMP_NUM_THREADS`, default `os.cpu_count()` (set into the environment before the first kernel loads libgomp).
+loop; libgomp keeps its worker threads alive between kernels, so a launch costs no thread start. Before the first
+kernel loads libgomp, the device writes the OpenMP settings it chose into the environment (`openmp_environment`),
+each only where the user set none: the thread count (the usable cores) and a short spin of an idle thread before it
+sleeps, so that the threads neither starve other work on a shared machine nor miss back-to-back kernels.
 """
 
 from __future__ import annotations
@@ -229,17 +231,59 @@ class CPUProgram(Program):
 
 
 def cpu_threads() -> int:
-    """The number of OpenMP threads kernels use: `$OMP_NUM_THREADS` (its first level), else `os.cpu_count()`."""
+    """The number of OpenMP threads kernels use: `$OMP_NUM_THREADS` (its first level), else the usable cores
+    (`ember.uops.settings.usable_cores()`: the CPU affinity capped by a cgroup CPU quota)."""
     return settings.OMP_NUM_THREADS.value
 
 
+# How long an idle libgomp thread spins (pause loops, ~1 ms here) before it sleeps on a futex, when the user chose no
+# wait policy. libgomp's own default, 300,000 (~3 ms), lets a worker spin away its time slice on a machine busy with
+# other work while the thread a kernel waits for is descheduled (the tiny Llama's step 3-10x slower under load);
+# sleeping at once (passive) costs a futex wake per kernel (5-25% of the step unloaded). Chosen by
+# tools/bench/bench_llama_step.py --load among 1,000 / 10,000 / 100,000 / 300,000 / passive (RESULTS.md).
+SPIN_COUNT = 100_000
+
+
+def openmp_environment() -> dict[str, str]:
+    """The OpenMP variables the CPU device adds to the environment (where the user set none) before libgomp reads
+    them: `OMP_NUM_THREADS` = `cpu_threads()`, and how an idle thread waits: the `OMP_WAIT_POLICY` setting when one is
+    given (a `Context` too), else `GOMP_SPINCOUNT` = `SPIN_COUNT` unless the user set that. (libgomp lets
+    GOMP_SPINCOUNT override a policy's spin, so a user's policy is never paired with ours.) `OMP_DYNAMIC` is left
+    off: libgomp sizes a team by the 15-minute load average, which lags the machine's load by minutes and counts our
+    own threads' past work."""
+    env = {}
+    if not os.environ.get("OMP_NUM_THREADS", "").strip():
+        env["OMP_NUM_THREADS"] = str(cpu_threads())
+    if policy := settings.OMP_WAIT_POLICY.value:
+        if os.environ.get("OMP_WAIT_POLICY", "").strip().lower() != policy:
+            env["OMP_WAIT_POLICY"] = policy
+    elif not os.environ.get("GOMP_SPINCOUNT", "").strip():
+        env["GOMP_SPINCOUNT"] = str(SPIN_COUNT)
+    return env
+
+
+def libgomp_loaded() -> bool:
+    """Whether libgomp is already in this process (e.g. PyTorch's copy, imported earlier: it has the same soname,
+    so our kernels use it): then it read its settings when it loaded, and the device's environment comes too late."""
+    try:
+        ctypes.CDLL("libgomp.so.1", mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+    except OSError:
+        return False
+    return True
+
+
 class CPUDevice(CompiledDevice):
-    """`Device["CPU"]`: the host. Programs run synchronously; `synchronize()` has nothing to wait for."""
+    """`Device["CPU"]`: the host. Programs run synchronously; `synchronize()` has nothing to wait for.
+
+    `openmp_env` is what the device added to the environment (`openmp_environment`), `openmp_preloaded` whether
+    libgomp had loaded before (with the settings of that moment)."""
 
     def __init__(self, name: str = "CPU"):
         from ember.codegen import CRenderer
 
         self.threads = cpu_threads()
-        # libgomp reads this once, when the first kernel's library loads it
-        os.environ.setdefault("OMP_NUM_THREADS", str(self.threads))
+        # libgomp reads these once, when the first kernel's library loads it
+        self.openmp_preloaded = libgomp_loaded()
+        self.openmp_env = openmp_environment()
+        os.environ.update(self.openmp_env)
         super().__init__(name, CPUAllocator(), CRenderer(), CPUCompiler(), CPUProgram)

@@ -11,6 +11,7 @@ means the default (`DEBUG=` is `DEBUG=0`). `Context` overrides take precedence o
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -87,18 +88,82 @@ NOOPT = Flag("NOOPT", False, _bool, "kernels with no opts at all (the plain loop
 TC = Flag("TC", True, _bool, "the GPU heuristic puts matmuls of 16-bit floats on tensor cores where a target has them")
 SPEC = Flag("SPEC", False, _bool, "verify every stage's graph against its spec")
 CACHE = Flag("CACHE", True, _bool, "read and write the on-disk caches (programs, compiles, BEAM winners)")
-CODEGEN_WORKERS = Flag("CODEGEN_WORKERS", lambda: max((os.cpu_count() or 1) - 1, 0), _int(0),
-                       "helper processes that codegen a schedule's kernels (default: cores - 1)")
+def _cgroup_cpu_limit(proc_cgroup: str, root: Path) -> float | None:
+    """The CPUs a cgroup CPU quota allows (quota / period; a container's `--cpus`), the tightest of the process's
+    cgroup and its ancestors, v2 (`cpu.max`) or v1 (`cpu.cfs_quota_us`); None when there is none. `proc_cgroup` is
+    /proc/self/cgroup's text, `root` the cgroup mount (/sys/fs/cgroup)."""
+    limits = []
+    for line in proc_cgroup.splitlines():
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":  # v2: the unified hierarchy
+            files = [("cpu.max", None)]
+            base = root
+        elif "cpu" in controllers.split(","):
+            files = [("cpu.cfs_quota_us", "cpu.cfs_period_us")]
+            base = next((root / d for d in (controllers, "cpu", "cpu,cpuacct") if (root / d).is_dir()), root / "cpu")
+        else:
+            continue
+        folder = base / path.lstrip("/")
+        for parent in (folder, *folder.parents):
+            if not parent.is_relative_to(base):
+                break
+            for quota_file, period_file in files:
+                try:
+                    if period_file is None:
+                        quota, period = (parent / quota_file).read_text().split()
+                    else:
+                        quota = (parent / quota_file).read_text().strip()
+                        period = (parent / period_file).read_text().strip()
+                except (OSError, ValueError):
+                    continue
+                if quota.lstrip("-").isdigit() and int(quota) > 0 and period.isdigit() and int(period) > 0:
+                    limits.append(int(quota) / int(period))
+    return min(limits) if limits else None
+
+
+def usable_cores() -> int:
+    """The cores this process may run on: its CPU affinity (taskset, a cpuset), capped by a cgroup CPU quota rounded
+    up (a container run with `--cpus 1.5` gets 2), at least 1. The default of OMP_NUM_THREADS and CODEGEN_WORKERS:
+    `os.cpu_count()` counts the machine's cores, which a container or `taskset` may not have."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    try:
+        limit = _cgroup_cpu_limit(Path("/proc/self/cgroup").read_text(), Path("/sys/fs/cgroup"))
+    except (OSError, ValueError):
+        limit = None
+    if limit is not None:
+        cores = min(cores, math.ceil(limit))
+    return max(cores, 1)
+
+
+CODEGEN_WORKERS = Flag("CODEGEN_WORKERS", lambda: max(usable_cores() - 1, 0), _int(0),
+                       "helper processes that codegen a schedule's kernels (default: usable cores - 1)")
 DEV = Flag("DEV", "CPU", _str, "the default device (CPU, CPU:1, PYTHON, ...)")
 CC = Flag("CC", "cc", _str, "the C compiler of the CPU device, with arguments")
 def _omp_threads(raw: str) -> int:
     # OpenMP's own variable, read as libgomp does: a list for nested levels (the first is ours); no count: every core
     first = raw.split(",")[0].strip()
-    return int(first) if first.isdigit() and int(first) > 0 else (os.cpu_count() or 1)
+    return int(first) if first.isdigit() and int(first) > 0 else usable_cores()
 
 
-OMP_NUM_THREADS = Flag("OMP_NUM_THREADS", lambda: os.cpu_count() or 1, _omp_threads,
-                       "threads of a CPU kernel's THREAD loop (OpenMP's variable, first level; default: every core)")
+def _wait_policy(raw: str) -> str:
+    if raw.lower() not in ("active", "passive"):
+        raise ValueError("expected active or passive (or empty: Ember's short spin, GOMP_SPINCOUNT)")
+    return raw.lower()
+
+
+OMP_NUM_THREADS = Flag("OMP_NUM_THREADS", usable_cores, _omp_threads,
+                       "threads of a CPU kernel's THREAD loop (OpenMP's variable, first level; default: the usable "
+                       "cores, `usable_cores()`: the CPU affinity capped by a cgroup CPU quota)")
+OMP_WAIT_POLICY = Flag("OMP_WAIT_POLICY", "", _wait_policy,
+                       "how an idle OpenMP thread of the CPU device waits for the next kernel (OpenMP's variable): "
+                       "active spins, passive sleeps at once; unset, the CPU device sets libgomp's GOMP_SPINCOUNT "
+                       "(unless set) to 100000 (~1 ms of spinning) before sleeping, so that a machine shared with "
+                       "other work is not starved by spinning threads while back-to-back kernels still find theirs "
+                       "awake. "
+                       "tools/bench/bench_llama_step.py --load measures it")
 EMBER_CACHE_DIR = Flag("EMBER_CACHE_DIR", lambda: str(Path.home() / ".cache" / "ember"), _str,
                        "the root of Ember's on-disk caches")
 
@@ -128,8 +193,9 @@ RING_ALLREDUCE_THRESHOLD = Flag("RING_ALLREDUCE_THRESHOLD", 4 << 20, _int(0),
                                 "bytes from which an automatic allreduce over 3 or more devices is a ring")
 
 FLAGS: dict[str, Flag[Any]] = {f.name: f for f in (DEBUG, BEAM, NOOPT, TC, SPEC, CACHE, CODEGEN_WORKERS, DEV, CC,
-                                                      OMP_NUM_THREADS, EMBER_CACHE_DIR, EMBER_CACHE_MAX_SIZE,
-                                                      MULTI_ALLREDUCE, RING_ALLREDUCE_THRESHOLD, CHECK_INDICES)}
+                                                      OMP_NUM_THREADS, OMP_WAIT_POLICY, EMBER_CACHE_DIR,
+                                                      EMBER_CACHE_MAX_SIZE, MULTI_ALLREDUCE, RING_ALLREDUCE_THRESHOLD,
+                                                      CHECK_INDICES)}
 
 
 @contextmanager
@@ -170,6 +236,6 @@ def cache_root() -> Path:
 
 
 __all__ = ["Flag", "Context", "environ", "cache_root", "FLAGS", "DEBUG", "BEAM", "NOOPT", "TC", "SPEC", "CACHE",
-           "CODEGEN_WORKERS", "DEV", "CC", "OMP_NUM_THREADS", "EMBER_CACHE_DIR", "EMBER_CACHE_MAX_SIZE",
-           "MULTI_ALLREDUCE",
+           "CODEGEN_WORKERS", "DEV", "CC", "OMP_NUM_THREADS", "OMP_WAIT_POLICY", "usable_cores", "EMBER_CACHE_DIR",
+           "EMBER_CACHE_MAX_SIZE", "MULTI_ALLREDUCE",
            "RING_ALLREDUCE_THRESHOLD"]
