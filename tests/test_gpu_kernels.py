@@ -44,6 +44,11 @@ def sweep() -> None:
     for dt in (dtypes.bfloat16, dtypes.float16):  # tensor cores: mma.sync on NVIDIA, MFMA on AMD
         outs += [Tensor(rng.standard_normal((64, 128)).astype(np.float32)).cast(dt) @
                  Tensor(rng.standard_normal((128, 32)).astype(np.float32)).cast(dt)]
+    # big enough for the GPU heuristic's register tile (matmul) and 16-byte vectors (elementwise)
+    big_a = Tensor(rng.standard_normal((256, 64)).astype(np.float32))
+    big_b = Tensor(rng.standard_normal((64, 256)).astype(np.float32))
+    big = Tensor(rng.standard_normal((512, 512)).astype(np.float32))
+    outs += [big_a @ big_b, big * 2 + big.exp2(), big.T + big]
     d = x.cast(dtypes.float64)
     outs += [d.exp(), d.log(), d.sin(), d ** 1.5, Tensor(rng.integers(-9, 9, (4, 5))) ** 3]
     img = Tensor(rng.standard_normal((2, 3, 10, 10)).astype(np.float32))
@@ -70,6 +75,9 @@ def kernels():
     asts = list(dict.fromkeys(ast for ast, _ in ENGINE.kernels))
     assert len(asts) >= 150
     assert sum(any(o.op is OptOps.TC for o in hand_coded_opts(a, CUDARenderer())) for a in asts) >= 2
+    # (register tiles: two UPCASTs; vectors: one)
+    assert sum(sum(o.op is OptOps.UPCAST for o in hand_coded_opts(a, CUDARenderer())) == 2 for a in asts) >= 1
+    assert sum(sum(o.op is OptOps.UPCAST for o in hand_coded_opts(a, CUDARenderer())) == 1 for a in asts) >= 2
     return asts
 
 
@@ -102,3 +110,22 @@ def test_every_kernel_compiles_with_clang_for_gfx942(kernels):
     from ember.amd_runtime.clang_compiler import ClangCompiler
 
     assert compile_all(kernels, HIPRenderer("gfx942"), ClangCompiler("gfx942")) == len(kernels)
+
+
+def test_vectorized_kernels_run_on_the_amd_mock(monkeypatch):
+    """The GPU heuristic's register-tiled matmul and 4-wide elementwise kernels, through HIPRenderer, clang-19 and the
+    gfx942 interpreter of MOCKGPU=1 (its 16-byte loads are global_load_dwordx4), equal numpy."""
+    if shutil.which("clang-19") is None or shutil.which("ld.lld-19") is None:
+        pytest.skip("clang-19 and lld-19 (apt) build gfx942 code objects")
+    from ember.runtime import Device
+
+    monkeypatch.setenv("MOCKGPU", "1")
+    monkeypatch.setattr(Device, "_instances", {})
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((256, 16)).astype(np.float32), rng.standard_normal((16, 256)).astype(np.float32)
+    x = rng.standard_normal((512, 516)).astype(np.float32)
+    got = (Tensor(a, device="AMD") @ Tensor(b, device="AMD")).numpy()
+    np.testing.assert_allclose(got, a @ b, rtol=1e-5, atol=1e-5)
+    y = Tensor(x, device="AMD")
+    np.testing.assert_allclose((y * 2 + 1).numpy(), x * 2 + 1, rtol=1e-6)
+    np.testing.assert_allclose((y[:, 1:513] + 1).numpy(), x[:, 1:513] + 1, rtol=1e-6)  # rows at unaligned addresses

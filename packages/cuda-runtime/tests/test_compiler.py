@@ -136,3 +136,24 @@ def test_a_rendered_kernel_with_dynamic_shared_memory_compiles_and_states_its_si
     assert dynamic_shared_bytes(cubin, spec.name) == 2048 and dynamic_shared_bytes(cubin, "other") == 0
     static = NVRTCCompiler("sm_90").compile(to_program(ast, CUDARenderer("sm_90"), [Opt(OptOps.GROUP, 0, 512)]).src)
     assert dynamic_shared_bytes(static, spec.name) == 0
+
+
+def test_rendered_vector_accesses_are_16_byte_loads_and_stores_in_ptx():
+    """The GPU heuristic's register tile for a float32 matmul: NVRTC turns emb_load4/emb_store4 into
+    ld.global.nc.v4.f32 / st.global.v4.f32 (on the aligned path), and the 4 x 4 tile into 16 FMAs per k step."""
+    from ember.codegen import CUDARenderer, hand_coded_opts, to_program
+    from ember.uops import AxisType, Ops, UOp, dtypes
+
+    n, k, m, f32 = 256, 64, 256, dtypes.float32
+    r0, r1, r2 = UOp.range(n, 0, AxisType.GLOBAL), UOp.range(m, 1, AxisType.GLOBAL), UOp.range(k, 2, AxisType.REDUCE)
+    a = UOp(Ops.PARAM, f32.ptr(n * k), (), 1).index(r0 * k + r2).load()
+    b = UOp(Ops.PARAM, f32.ptr(k * m), (), 2).index(r2 * m + r1).load()
+    red = UOp(Ops.REDUCE, f32, (a * b, r2), Ops.ADD)
+    ast = UOp.sink(UOp(Ops.PARAM, f32.ptr(n * m), (), 0).index(r0 * m + r1).store(red).end(r0, r1))
+    renderer = CUDARenderer("sm_90")
+    spec = to_program(ast, renderer, hand_coded_opts(ast, renderer))
+    comp = NVRTCCompiler("sm_90")
+    lines = [line.strip() for line in comp.nvrtc.ptx(spec.src, comp.flags).splitlines()]
+    assert sum(line.startswith("ld.global.nc.v4.f32") for line in lines) >= 1  # B's row of 4
+    assert sum(line.startswith("st.global.v4.f32") for line in lines) == 4  # C's 4 rows of 4
+    assert sum(line.startswith("fma.rn.f32") for line in lines) >= 16

@@ -302,3 +302,59 @@ def test_pack_is_refused_on_a_target_with_workgroups():
     # a PACK panel is private to a CPU thread; a GPU's local memory is shared by the workgroup
     with pytest.raises(KernelOptError, match="PACK stages a panel private to a CPU thread"):
         to_program(matmul_ast(8, 12, 6), RENDERER, [Opt(OptOps.PACK, 0, 0)])
+
+
+def run_gpu_program(spec, *arrays):
+    """A GPU renderer's linear program (vectors and all) run on the PYTHON device: the numbers the GPU must give."""
+    dev = Device["PYTHON"]
+    bufs = [Buffer("PYTHON", a.size, dtypes.float32).copyin(a) for a in arrays]
+    dev.runtime(spec.name, dev.compiler.compile(RENDERER.render(spec.name, spec.uops)))(
+        *bufs, global_size=spec.global_size, local_size=spec.local_size)
+    return [b.numpy() for b in bufs]
+
+
+def test_gpu_register_tile_and_vector_accesses():
+    """The GPU heuristic gives a big float32 matmul a 4 x 4 register tile per thread (UPCAST of both output axes) on
+    16 x 16 threads, the column axis innermost (a warp's lanes along a row: coalesced); the CUDA and HIP programs
+    load B and store C as 4-float vectors, and compute the product exactly as numpy does."""
+    from ember.codegen import CUDARenderer, HIPRenderer
+
+    big = hand_coded_opts(matmul_ast(256, 64, 256), CUDARenderer())
+    assert big == [Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.LOCAL, 0, 16),
+                   Opt(OptOps.LOCAL, 1, 16)]
+    assert hand_coded_opts(matmul_ast(256, 64, 256), HIPRenderer("gfx942")) == big
+    assert all(o.op is not OptOps.UPCAST for o in hand_coded_opts(matmul_ast(64, 64, 64), CUDARenderer()))  # small
+    n, k, m = 128, 4, 128  # (the same opts on a matmul small enough for the interpreter: 2 x 2 workgroups)
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((n, k)).astype(np.float32), rng.standard_normal((k, m)).astype(np.float32)
+    for renderer in (CUDARenderer(), HIPRenderer("gfx942")):
+        spec = to_program(matmul_ast(n, k, m), renderer, big)
+        assert spec.local_size == (16, 16, 1) and spec.global_size == (2, 2, 1)
+        assert "emb_load4(&data2[" in spec.src and spec.src.count("emb_store4(&data0[") == 4
+        vectors = [u for u in spec.uops if u.op in (Ops.LOAD, Ops.STORE) and u.src[0].op is Ops.INDEX and
+                   (u.dtype if u.op is Ops.LOAD else u.src[1].dtype) == f32.vec(4)]
+        assert len(vectors) == 5  # one B load, four C rows
+        out, _, _ = run_gpu_program(spec, np.zeros(n * m, np.float32), a.ravel(), b.ravel())
+        np.testing.assert_allclose(out.reshape(n, m), a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_gpu_elementwise_vectors():
+    """A big elementwise kernel moves 4 floats per thread and buffer; the math between the loads and the store is
+    rendered lane by lane (a GPU thread has no vector ALU); an offset view (unaligned) takes emb_load4's slow path."""
+    from ember.codegen import CUDARenderer
+
+    def fma_ast(n, offset=0):
+        r = UOp.range(n, 0, AxisType.GLOBAL)
+        x = param(1, n + offset).index(r + offset).load()
+        return UOp.sink(param(0, n).index(r).store(x * param(2, n).index(r).load() + 1.0).end(r))
+
+    assert hand_coded_opts(fma_ast(1 << 20), CUDARenderer())[0] == Opt(OptOps.UPCAST, 0, 4)
+    assert all(o.op is not OptOps.UPCAST for o in hand_coded_opts(fma_ast(4096), CUDARenderer()))
+    rng = np.random.default_rng(4)
+    for offset in (0, 1):
+        spec = to_program(fma_ast(256, offset), CUDARenderer(), [Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.LOCAL, 0, 32)])
+        body = spec.src.split("#endif")[-1]
+        assert body.count("emb_load4(") == 2 and body.count("emb_store4(") == 1 and "emb_vec<float, 4>{{(" in body
+        x, y = rng.standard_normal(256 + offset).astype(np.float32), rng.standard_normal(256).astype(np.float32)
+        out, _, _ = run_gpu_program(spec, np.zeros(256, np.float32), x, y)
+        np.testing.assert_allclose(out, x[offset:] * y + 1.0, rtol=1e-6)

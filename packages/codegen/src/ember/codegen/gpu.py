@@ -14,8 +14,16 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from ember.codegen.cstyle import C_TYPES, CStyleLanguage, RenderContext, base_rewrite, bits_const, render_const
-from ember.uops import DType, Ops, PatternMatcher, PtrDType, UOp, UPat, dtypes
+from ember.codegen.cstyle import (
+    C_TYPES,
+    CStyleLanguage,
+    RenderContext,
+    base_rewrite,
+    bits_const,
+    gated,
+    render_const,
+)
+from ember.uops import DType, GroupOp, Ops, PatternMatcher, PtrDType, UOp, UPat, dtypes
 
 # float16 and bfloat16 as their bits, each with its conversions to and from float32 (helpers in the preludes)
 _BITS_TO_F32 = {dtypes.bfloat16: "emb_bf16_to_f32", dtypes.float16: "emb_f16_to_f32"}
@@ -62,6 +70,68 @@ def narrow_indices(uops: tuple[UOp, ...]) -> tuple[UOp, ...]:
     return _rebuild(uops, lambda u: dtypes.int32 if u.dtype == dtypes.index else u.dtype, lambda u: u.tag)
 
 
+def scalarize(uops: tuple[UOp, ...]) -> tuple[UOp, ...]:
+    """The program with its vector ALU ops and casts (the vectorizer's, for whole-vector loads and stores: a GPU thread
+    has no vector ALU) computed lane by lane: VECTORIZE of the scalar op on each lane of the sources (a lane of a
+    VECTORIZE is its source, of a vector constant a constant, else a GEP). Shuffles (GEP of several lanes) become
+    VECTORIZEs of single-lane GEPs. Vector loads, stores and accumulators stay vectors."""
+    if not any(u.dtype.count > 1 and (u.op in GroupOp.Elementwise or u.op is Ops.GEP) for u in uops
+               if not isinstance(u.dtype, PtrDType)):
+        return uops
+    out: list[UOp] = []
+    seen: set[UOp] = set()
+    new: dict[UOp, UOp] = {}
+
+    def emit(u: UOp) -> UOp:
+        if u not in seen:
+            seen.add(u)
+            out.append(u)
+        return u
+
+    def lane(v: UOp, i: int) -> UOp:
+        if v.op is Ops.VECTORIZE:
+            return v.src[i]
+        if v.op is Ops.CONST:
+            return emit(UOp.const(v.dtype.scalar(), v.arg))
+        return emit(UOp(Ops.GEP, v.dtype.scalar(), (v,), i))
+
+    for u in uops:
+        src = tuple(new.get(s, s) for s in u.src)
+        vector = u.dtype.count > 1 and not isinstance(u.dtype, PtrDType)
+        if vector and u.op is Ops.GEP:  # lanes arg of the sources laid end to end
+            w = src[0].dtype.count
+            lanes = tuple(lane(src[k // w], k % w) for k in u.arg)
+            new[u] = emit(UOp(Ops.VECTORIZE, u.dtype, lanes))
+        elif vector and u.op in GroupOp.Elementwise and u.op is not Ops.BITCAST:
+            lanes = tuple(emit(UOp(u.op, u.dtype.scalar(), tuple(lane(s, i) if s.dtype.count > 1 else s for s in src),
+                                   u.arg)) for i in range(u.dtype.count))
+            new[u] = emit(UOp(Ops.VECTORIZE, u.dtype, lanes))
+        else:
+            new[u] = emit(u if src == u.src else UOp(u.op, u.dtype, src, u.arg, u.tag))
+    return tuple(out)
+
+
+def vector_load(ctx: RenderContext, x: UOp, idx: UOp) -> str | None:
+    # n consecutive elements: float32 x4 by one 16-byte access where the address is aligned (emb_load4), else by lane
+    if x.dtype.count == 1:
+        return None
+    n, t = x.dtype.count, ctx.ctype(x.dtype)
+    val = f"emb_load4(&{ctx[idx]})" if x.dtype == dtypes.float32.vec(4) else \
+        f"{t}{{{{{', '.join(f'(&{ctx[idx]})[{i}]' for i in range(n))}}}}}"
+    if len(idx.src) > 2:
+        val = f"({ctx[idx.src[2]]}?{val}:{t}{{{{{', '.join([render_const(0, x.dtype.scalar(), '')] * n)}}}}})"
+    return f"{t} {ctx[x]} = {val};"
+
+
+def vector_store(ctx: RenderContext, idx: UOp, v: UOp) -> str | None:
+    if v.dtype.count == 1:
+        return None
+    if v.dtype == dtypes.float32.vec(4):
+        return gated(ctx, idx, f"emb_store4(&{ctx[idx]}, {ctx[v]});")
+    return gated(ctx, idx, "{ " + " ".join(f"(&{ctx[idx]})[{i}] = {ctx[v]}.v[{i}];" for i in range(v.dtype.count))
+                 + " }")
+
+
 DYNAMIC = "dynamic shared"  # the tag of a shared buffer placed in dynamic shared memory: (DYNAMIC, byte offset)
 
 
@@ -89,6 +159,8 @@ def place_shared(uops: tuple[UOp, ...], static_max: int) -> tuple[tuple[UOp, ...
 
 gpu_rewrite = PatternMatcher([
     (UPat(Ops.SPECIAL, name="x"), special),
+    (UPat(Ops.LOAD, src=(UPat(Ops.INDEX, name="idx"),), allow_any_len=True, name="x"), vector_load),
+    (UPat(Ops.STORE, src=(UPat(Ops.INDEX, name="idx"), UPat.var("v")), allow_any_len=True), vector_store),
     # vectors (a tensor core's fragments and accumulators) are `emb_vec<T, n>` structs
     (UPat(Ops.CONST, name="x"), lambda ctx, x: vector(ctx, x, [scalar_const(ctx, x)] * x.dtype.count)
      if x.dtype.count > 1 else None),
@@ -123,6 +195,22 @@ _COMMON = """template <class T, int N> struct emb_vec { T v[N]; };
 DEVICE float emb_maxf(float a, float b) { return (a != a || a > b) ? a : b; }
 DEVICE double emb_max(double a, double b) { return (a != a || a > b) ? a : b; }
 template <class T, class F> DEVICE T emb_bitcast(F x) { union { F f; T t; } u; u.f = x; return u.t; }
+/* 4 floats in one 16-byte access where the address allows (the same for every thread of a buffer whose index is a
+   multiple of 4: a uniform branch), else one by one */
+struct __attribute__((aligned(16))) emb_f4 { float x, y, z, w; };
+DEVICE emb_vec<float, 4> emb_load4(const float* p) {
+  if (((unsigned long long)p & 15) == 0) {
+    emb_f4 t = *(const emb_f4*)p;
+    return emb_vec<float, 4>{{t.x, t.y, t.z, t.w}};
+  }
+  return emb_vec<float, 4>{{p[0], p[1], p[2], p[3]}};
+}
+DEVICE void emb_store4(float* p, emb_vec<float, 4> v) {
+  if (((unsigned long long)p & 15) == 0) { emb_f4 t; t.x = v.v[0]; t.y = v.v[1]; t.z = v.v[2]; t.w = v.v[3];
+    *(emb_f4*)p = t; }
+  else { p[3] = v.v[3]; p[2] = v.v[2]; p[1] = v.v[1]; p[0] = v.v[0]; }  /* (reversed: else NVVM merges the two
+    paths' last store and the aligned one becomes a v2 and two scalar stores) */
+}
 DEVICE float emb_bf16_to_f32(unsigned short x) { return emb_bitcast<float>((unsigned int)x << 16); }
 DEVICE unsigned short emb_f32_to_bf16(float f) { unsigned int u = emb_bitcast<unsigned int>(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40);  /* NaN stays NaN */
@@ -130,10 +218,19 @@ DEVICE unsigned short emb_f32_to_bf16(float f) { unsigned int u = emb_bitcast<un
 """
 
 
+_VECTOR_ALU = (Ops.ADD, Ops.MUL, Ops.NEG, Ops.MAX, Ops.FDIV, Ops.RECIPROCAL, Ops.EXP2, Ops.LOG2, Ops.SQRT, Ops.SIN,
+               Ops.TRUNC, Ops.MULACC)
+
+
 class GPURenderer(CStyleLanguage):
-    """C++ for a GPU: one `extern "C"` kernel, workgroups (has_local), shared memory, scalar code."""
+    """C++ for a GPU: one `extern "C"` kernel, workgroups (has_local), shared memory, scalar math. float32 values of
+    consecutive addresses move as vectors of 4 (one 16-byte load or store: the vectorizer builds them, with the math
+    between a load and a store on vectors, which `scalarize` computes lane by lane at render time)."""
 
     has_local = True
+    max_vector = 4
+    vector_dtypes = (dtypes.float32,)
+    vector_alu = {op: (dtypes.float32,) for op in _VECTOR_ALU}
     type_map = {**C_TYPES, dtypes.bool: "bool", dtypes.bfloat16: "unsigned short"}
     bits_dtypes: tuple[DType, ...] = (dtypes.bfloat16,)  # stored as their 16 bits, computed in float32
     compute_via_float32 = (dtypes.bfloat16,)
@@ -155,7 +252,7 @@ class GPURenderer(CStyleLanguage):
         raise NotImplementedError(f"{type(self).__name__}: the kernel signature's prefix")
 
     def render(self, name: str, uops: tuple[UOp, ...]) -> str:
-        return super().render(name, narrow_indices(uops))
+        return super().render(name, scalarize(narrow_indices(uops)))
 
     def render_kernel(self, name: str, body: list[str], uops: tuple[UOp, ...], ctx: RenderContext) -> str:
         bufs = [f"{'' if u in ctx.written else 'const '}{self.render_dtype(u.dtype.base)}* __restrict__ {ctx[u]}"

@@ -150,11 +150,40 @@ GROUP_BELOW_OUTPUTS = 2048
 WORKGROUP_THREADS = 256  # threads a GPU heuristic puts in a workgroup, at most
 
 
+# a GPU kernel with at least this many outputs gets a register tile per thread (matmul-like) or a vector of outputs
+# (elementwise): fewer threads, each doing more, still fill the GPU
+GPU_TILE_OUTPUTS = 1 << 16
+GPU_VECTOR_OUTPUTS = 1 << 18
+
+
+def _gpu_register_tile(chosen: Chosen, loads: list[dict[UOp, int | None]], outputs: list[UOp], reduces: list[UOp],
+                       j: UOp, vec: int, budget: int) -> int:
+    """A matmul-like kernel (a load in the reduce contiguous along the store's contiguous output axis j that another
+    output axis i does not move: B of A @ B) gets a vec x 4 register tile: UPCAST j by a vector (B's values as one
+    16-byte load, the store one vector), UPCAST i by 4 (each B vector used 4 times, each A value `vec` times), then
+    16 x 16 threads (LOCAL j, then i: a 64 x 64 tile per workgroup, its loads shared through L1). The budget left."""
+    inside = [ld for ld in loads if ld.get(j) == 1 and any(r in ld for r in reduces)]
+    others = [r for r in outputs if r is not j and inside and r not in inside[0]]
+    if not inside or not others or budget < 256:
+        return budget
+    i = others[-1]
+    if (range_size(j) or 0) % (vec * 16) or (range_size(i) or 0) % (4 * 16):
+        return budget
+    # (i's threads first: the last LOCAL is the innermost thread axis, so a warp's lanes run along j, coalesced)
+    for r, op, amount in ((j, OptOps.UPCAST, vec), (i, OptOps.UPCAST, 4), (i, OptOps.LOCAL, 16), (j, OptOps.LOCAL, 16)):
+        # (each split leaves the axis under its id: a new UOp of a smaller size)
+        now = next(x for x in kernel_ranges(chosen.kernel) if x.arg[0] == r.arg[0] and x.arg[1] is AxisType.GLOBAL)
+        chosen.add(Opt(op, chosen.axis(now), amount))
+    return budget // 256
+
+
 def gpu_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
     """Opts without search for a target with workgroups (`renderer.has_local`):
     - a reduce with few outputs (a full sum, a norm's statistics) runs across the threads of a workgroup: GROUP of its
       innermost axis by up to 256 (consecutive threads read consecutive elements where a load is contiguous along
       it, else GROUPTOP: a contiguous chunk per thread);
+    - a matmul-like kernel with many outputs: a register tile per thread and 16 x 16 threads (`_gpu_register_tile`);
+      an elementwise one: UPCAST of the store's contiguous axis by a vector (16-byte loads and stores);
     - the output axes go on the threads of the workgroup, the store's contiguous axis first (coalesced stores), up to
       256 threads in all with the group."""
     chosen = Chosen(ast)
@@ -186,6 +215,16 @@ def gpu_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
     out_work = 1
     for r in outputs:
         out_work *= range_size(r) or 1
+    store = stores[0] if len(stores) == 1 else {}
+    bounding = bounding_ranges(ast)  # (a loop's size depends on them: not split across a workgroup)
+    contiguous = [r for r in reversed(outputs) if store.get(r) == 1 and r not in bounding]
+    vec = max(renderer.max_vector, 1)
+    if reduces and out_work >= GPU_TILE_OUTPUTS and contiguous and not nested_reduce(chosen.kernel):
+        budget = _gpu_register_tile(chosen, loads, [r for r in outputs if r not in bounding], reduces,
+                                    contiguous[0], vec, budget)
+    elif not reduces and contiguous and vec > 1 and out_work >= GPU_VECTOR_OUTPUTS and \
+            (range_size(contiguous[0]) or 0) % vec == 0:
+        add(Opt(OptOps.UPCAST, axis(contiguous[0]), vec))  # one 16-byte load and store per thread and buffer
     if reduces and out_work < GROUP_BELOW_OUTPUTS and not nested_reduce(chosen.kernel):
         # the innermost reduce axis that a workgroup of 8 or more threads divides, the most threads first
         amounts = tuple(a for a in (256, 128, 64, 32, 16, 8) if a <= budget)
@@ -195,9 +234,9 @@ def gpu_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
             coalesced = any(ld.get(r) == 1 for ld in loads)
             add(Opt(OptOps.GROUP if coalesced else OptOps.GROUPTOP, axis(r), amount))
             budget //= amount
-    store = stores[0] if len(stores) == 1 else {}
-    contiguous = [r for r in reversed(outputs) if store.get(r) == 1]
-    bounding = bounding_ranges(ast)  # (a loop's size depends on them: not split across a workgroup)
+    # (the output axes as the opts so far left them: an upcast shrinks its axis, keeping its id)
+    outputs = [r for r in kernel_ranges(chosen.kernel) if r.arg[1] is AxisType.GLOBAL and range_size(r) is not None]
+    contiguous = [r for c in contiguous for r in outputs if r.arg[0] == c.arg[0]]
     for r in [r for r in contiguous + [r for r in reversed(outputs) if r not in contiguous] if r not in bounding]:
         amount = _divisor(range_size(r), tuple(a for a in (32, 16, 8, 4, 2) if a <= budget))
         if amount is not None:

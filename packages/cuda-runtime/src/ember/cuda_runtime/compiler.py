@@ -119,6 +119,23 @@ class NVRTC:
         finally:
             self.lib.nvrtcDestroyProgram(c.byref(prog))
 
+    def ptx(self, src: str, options: Sequence[str], name: str = "kernel.cu") -> str:
+        """The PTX text of `src` (to inspect what a renderer's source becomes: vector loads, shared memory)."""
+        c, prog = ctypes, ctypes.c_void_p()
+        self._check("nvrtcCreateProgram", self.lib.nvrtcCreateProgram(c.byref(prog), src.encode(), name.encode(),
+                                                                        0, None, None))
+        try:
+            opts = (c.c_char_p * len(options))(*(o.encode() for o in options))
+            self._check(f"nvrtcCompileProgram({' '.join(options)})", self.lib.nvrtcCompileProgram(prog, len(options),
+                                                                                                  opts), "", src)
+            size = c.c_size_t()
+            self._check("nvrtcGetPTXSize", self.lib.nvrtcGetPTXSize(prog, c.byref(size)))
+            text = c.create_string_buffer(size.value)
+            self._check("nvrtcGetPTX", self.lib.nvrtcGetPTX(prog, text))
+            return text.value.decode()
+        finally:
+            self.lib.nvrtcDestroyProgram(c.byref(prog))
+
     def install_bundled_headers(self, folder: Path) -> Path:
         """Unpack NVRTC 13's bundled headers (cuda_fp16.h, cuda_bf16.h, ...) into `folder` (once: a folder of the
         same version is kept); returns it."""
