@@ -3,9 +3,10 @@
 # image's python3, no network). Run from anywhere in a copy of the repo:
 #     bash tools/gpu/check_cuda.sh          # logs into $OUT (the device tool's folder), else ./gpu-logs
 # Our packages are used from packages/*/src through PYTHONPATH, registered by tools/gpu/install_site.py (no pip,
-# no hatchling needed). Parts, each under its own `timeout` (525 s in all when every part runs to its limit):
+# no hatchling needed). Parts, each under its own `timeout` (535 s in all when every part runs to its limit):
 #   env     nvidia-smi, python, torch, the driver and NVRTC found               env.log
-#   smoke   tools/gpu/smoke_cuda.py: hand-written kernels, copies, hang, faults smoke.log
+#   smoke   tools/gpu/smoke_cuda.py: hand-written kernels, copies, hang, faults, smoke.log
+#           dynamic shared memory over 48 KiB, CUDA graph replay vs batched launches, vector loads, a jit
 #   unit    packages/cuda-runtime/tests (the fake driver, NVRTC of the image)   unit.log
 #   tensor  packages/tensor/tests with DEV=CUDA                                  tensor.log
 #   train   50 training steps of the tiny Llama on CUDA                          train.log
@@ -63,7 +64,7 @@ nv = load_nvrtc(ctx.driver.version[0]); print(\"NVRTC\", nv.version, nv.path, \"
 print(\"devices:\", Device.registered())
 "' "$PY"
 
-part smoke 75 "$PY" tools/gpu/smoke_cuda.py --device CUDA
+part smoke 100 "$PY" tools/gpu/smoke_cuda.py --device CUDA
 
 part unit 40 "$PY" -m pytest packages/cuda-runtime/tests -q -p no:cacheprovider
 
@@ -73,7 +74,7 @@ if "$PY" -c "import xdist" 2>/dev/null; then XDIST="-n 4"; fi
 PER_TEST=""
 if "$PY" -c "import pytest_timeout" 2>/dev/null; then PER_TEST="--timeout=60"; fi
 # shellcheck disable=SC2086
-part tensor 180 env DEV=CUDA "$PY" -m pytest packages/tensor/tests -q -p no:cacheprovider $XDIST $PER_TEST
+part tensor 165 env DEV=CUDA "$PY" -m pytest packages/tensor/tests -q -p no:cacheprovider $XDIST $PER_TEST
 
 # 50 optimizer steps (200 samples of batch 4), evaluated at 25 and 50; DEV too: with --device alone the trainer
 # mixes devices ("tensors are on different devices: CUDA and CPU", seen with CPU:1 as well)

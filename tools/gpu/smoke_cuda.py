@@ -1,8 +1,9 @@
 """Checks of ember.cuda_runtime on a real NVIDIA GPU, with hand-written CUDA C kernels (no renderer needed): device
 facts, launches checked against numpy (buffers, 4- and 8-byte ints, shared memory and warp shuffles, 2-d grids),
 event timing, copy bandwidth through the pinned staging buffers, launch overhead, a long kernel reported as a hang
-and then finishing, peer copies where there are two GPUs, and a kernel fault reported by name. Then, when the
-renderer exists, a few tensor ops against numpy.
+and then finishing, peer copies where there are two GPUs, and a kernel fault reported by name; dynamic shared memory
+over 48 KiB (hand-written and rendered), CUDA graph replay with new inputs against batched launches. Then, when the
+renderer exists, tensor ops against numpy (the register-tiled matmul, 4-wide vectors, a jit replayed as a graph).
 
 Run: python3 tools/gpu/smoke_cuda.py [--device CUDA]; exits non-zero when a check fails.
 """
@@ -54,6 +55,19 @@ extern "C" __global__ void spin(long long* out, long long cycles) {
 }
 """
 FAULT = r"""extern "C" __global__ void fault(float* x) { __trap(); }"""
+# 150 000 bytes of shared memory: over the 48 KiB static limit, so dynamic; the runtime reads the size from the
+# cubin's emb_dynamic_shared_<kernel> (what CUDARenderer writes) and opts in with cuFuncSetAttribute
+BIG_SHARED = r"""extern "C" __device__ unsigned int emb_dynamic_shared_big_shared = 150000u;
+extern "C" __global__ void __launch_bounds__(256) big_shared(float* out, const float* x) {
+  extern __shared__ __align__(16) unsigned char emb_smem[];
+  float* s = (float*)emb_smem;
+  for (int i = threadIdx.x; i < 37500; i += 256) s[i] = x[blockIdx.x * 37500 + i];
+  __syncthreads();
+  float acc = 0.0f;
+  for (int i = threadIdx.x; i < 37500; i += 256) acc += s[37499 - i];
+  for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+  if ((threadIdx.x & 31) == 0) atomicAdd(&out[blockIdx.x], acc);
+}"""
 
 results: list[tuple[str, bool, str]] = []
 
@@ -203,6 +217,68 @@ def main() -> int:
         assert out.returncode == 3 and "CUDA_ERROR_" in out.stdout, out.stdout + out.stderr
         return out.stdout.strip()
 
+    @check("dynamic shared memory (150 000 B per block, opt-in from the cubin's emb_dynamic_shared_*)")
+    def _() -> str:
+        prg = dev.runtime("big_shared", dev.compiler.compile_cached(BIG_SHARED))
+        assert prg.shared_bytes == 150000, prg.shared_bytes
+        blocks = 264
+        x = rng.standard_normal((blocks, 37500), dtype=np.float32)
+        xb, out = Buffer(name, x.size, dtypes.float32).copyin(x), Buffer(name, blocks, dtypes.float32)
+        out.copyin(np.zeros(blocks, np.float32))
+        t = prg(out, xb, global_size=(blocks,), local_size=(256,), wait=True)
+        np.testing.assert_allclose(out.numpy(), x.sum(1), rtol=1e-3, atol=1e-2)
+        return f"{t * 1e6:.1f} us; the GPU allows {ctx.max_shared_optin} B per block (attribute 97)"
+
+    @check("a rendered kernel in dynamic shared memory (CUDARenderer, static limit lowered to 1 KiB)")
+    def _() -> str:
+        from ember.codegen import CUDARenderer, Opt, OptOps, to_program
+        from ember.uops import AxisType, Ops, UOp
+
+        n, f32 = 1 << 20, dtypes.float32
+        r = UOp.range(n, 0, AxisType.REDUCE)
+        red = UOp(Ops.REDUCE, f32, (UOp(Ops.PARAM, f32.ptr(n), (), 1).index(r).load(), r), Ops.ADD)
+        ast = UOp.sink(UOp(Ops.PARAM, f32.ptr(1), (), 0).index(UOp.const(dtypes.index, 0)).store(red))
+        renderer = CUDARenderer(ctx.arch, ctx.max_shared_optin)
+        renderer.static_shared_max = 1024
+        spec = to_program(ast, renderer, [Opt(OptOps.GROUP, 0, 1024)])
+        assert "extern __shared__" in spec.src, spec.src
+        prg = dev.runtime(spec.name, dev.compiler.compile_cached(spec.src))
+        x = rng.standard_normal(n, dtype=np.float32)
+        xb, out = Buffer(name, n, dtypes.float32).copyin(x), Buffer(name, 1, dtypes.float32)
+        prg(out, xb, global_size=spec.global_size, local_size=spec.local_size, wait=True)
+        np.testing.assert_allclose(out.numpy()[0], x.sum(dtype=np.float64), rtol=1e-3, atol=1e-2)
+        return f"{prg.shared_bytes} B dynamic"
+
+    @check("CUDA graph replay (200 launches, new inputs each replay) vs batched launches")
+    def _() -> str:
+        n, steps = 1 << 16, 200
+        prg = dev.runtime("add", lib)
+        x, y = (Buffer(name, n, dtypes.float32).allocate() for _ in range(2))
+        tmp = [Buffer(name, n, dtypes.float32).allocate() for _ in range(steps)]
+        # tmp[0] = x + y, tmp[i] = tmp[i-1] + y: tmp[-1] = x + steps * y
+        launches = [(prg, [tmp[0], x, y], (n // 256,), (256,), (n,))] + \
+            [(prg, [tmp[i], tmp[i - 1], y], (n // 256,), (256,), (n,)) for i in range(1, steps)]
+        times = {}
+        for flag in ("1", "0"):
+            os.environ["CUDA_GRAPH"] = flag
+            try:
+                graph = dev.graph(launches, [x, y])
+            finally:
+                del os.environ["CUDA_GRAPH"]
+            assert graph is not None and graph.mode == ("cuda-graph" if flag == "1" else "batched"), graph
+            for k in range(3):  # new input Buffers each replay: the graph's nodes get their new addresses
+                a = rng.standard_normal(n, dtype=np.float32)
+                b = np.full(n, float(k + 1), np.float32)
+                ab, bb = Buffer(name, n, dtypes.float32).copyin(a), Buffer(name, n, dtypes.float32).copyin(b)
+                graph.exec_buffers([ab, bb], wait=True)
+                np.testing.assert_allclose(tmp[-1].numpy(), a + steps * b, rtol=1e-5, atol=1e-3)
+            t0 = time.perf_counter()
+            for _ in range(20):
+                graph.exec_buffers([ab, bb])
+            dev.synchronize()
+            times[graph.mode] = (time.perf_counter() - t0) / (20 * steps) * 1e6
+        return ", ".join(f"{mode} {us:.2f} us per kernel" for mode, us in times.items())
+
     @check("CUDAError type exported")
     def _() -> str:
         assert issubclass(CUDAError, RuntimeError)
@@ -223,7 +299,24 @@ def main() -> int:
         np.testing.assert_allclose((ta @ tb).numpy(), a @ b, rtol=1e-3, atol=1e-3)
         e = np.exp(a - a.max(-1, keepdims=True))
         np.testing.assert_allclose(ta.softmax(-1).numpy(), e / e.sum(-1, keepdims=True), rtol=1e-4, atol=1e-6)
-        return "ok"
+        # the register-tiled matmul and 4-wide elementwise kernels (16-byte loads and stores), and a jit replayed
+        # through CUDA graphs on new inputs
+        from ember.tensor import jit
+
+        c, d = rng.standard_normal((1024, 512), dtype=np.float32), rng.standard_normal((512, 1024), dtype=np.float32)
+        np.testing.assert_allclose((Tensor(c, device=name) @ Tensor(d, device=name)).numpy(), c @ d, rtol=1e-3,
+                                   atol=1e-3)
+        big = rng.standard_normal((1024, 1028), dtype=np.float32)
+        tbig = Tensor(big, device=name)
+        np.testing.assert_allclose((tbig * 2 + 1).numpy(), big * 2 + 1, rtol=1e-6)
+        np.testing.assert_allclose((tbig[:, 1:1025] + 1).numpy(), big[:, 1:1025] + 1, rtol=1e-6)  # unaligned rows
+        w = Tensor(d, device=name)
+        step = jit(lambda t: (t @ w).relu().realize())
+        for _ in range(4):
+            v = rng.standard_normal((1024, 512), dtype=np.float32)
+            np.testing.assert_allclose(step(Tensor(v, device=name)).numpy(), np.maximum(v @ d, 0), rtol=1e-3,
+                                       atol=1e-3)
+        return f"ok (jit replay: {getattr(step.graph, 'mode', None)})"
 
     failed = [n for n, ok, _ in results if not ok]
     print(f"\n{len(results) - len(failed)}/{len(results)} checks passed" + (f"; failed: {failed}" if failed else ""))
