@@ -227,3 +227,19 @@ def test_adaptive_pooling(n, size, out, kind):
     name = f"adaptive_{kind}_pool{n}d"
     compare(lambda x: getattr(x, name)(out), lambda x: getattr(F, name)(x, out), data(*size), atol=1e-6)
     compare(lambda x: getattr(nn, name)(x, out), lambda x: getattr(F, name)(x, out), data(*size), atol=1e-6)
+
+
+def test_tinygrad_linear_and_multinomial():
+    x, w, b = data(3, 4), data(4, 5), data(5)
+    compare(lambda x, w, b: x.linear(w, b), lambda x, w, b: F.linear(x, w.T, b), x, w, b, atol=1e-5)
+    compare(lambda x, w: x.linear(w), lambda x, w: x * w, x, data(4))
+    Tensor.manual_seed(0)
+    probs = np.array([[0.0, 1.0, 3.0, 0.0], [5.0, 0.0, 0.0, 5.0]], np.float32)
+    draws = Tensor(probs).multinomial(4000, replacement=True).numpy()
+    assert draws.shape == (2, 4000) and draws.dtype == np.int64
+    np.testing.assert_allclose(np.bincount(draws[0], minlength=4) / 4000, [0, 0.25, 0.75, 0], atol=0.03)
+    np.testing.assert_allclose(np.bincount(draws[1], minlength=4) / 4000, [0.5, 0, 0, 0.5], atol=0.03)
+    one = Tensor(probs[0]).multinomial()
+    assert one.shape == (1,) and one.numpy()[0] in (1, 2)
+    with pytest.raises(ValueError, match="without replacement only num_samples=1"):
+        Tensor(probs).multinomial(2)

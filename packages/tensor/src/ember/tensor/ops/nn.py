@@ -976,6 +976,13 @@ class NNMixin:
         x = x.permute(*range(n), n, n + 2, n + 4, n + 1, n + 3)
         return x.reshape(*lead, c * r * r, h // r, w // r)
 
+    def linear(self, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+        """tinygrad's `x.linear(weight, bias)`: x @ weight (+ bias) with weight of shape (in, out), or x * weight for a
+        1-d weight. (torch.nn.functional.linear's (out, in) weight: `ember.tensor.nn.linear`.)"""
+        _check_tensor(weight, "weight", "linear")
+        x = self * weight if weight.ndim == 1 else self.matmul(weight)
+        return x + bias if bias is not None else x
+
     def dropout(self, p: float = 0.5, training: bool = True) -> Tensor:
         """Zero each element with probability p and scale the rest by 1/(1-p); identity when not training."""
         if not 0 <= p <= 1:

@@ -155,3 +155,21 @@ class RandomMixin:
         fans = shape_t[0] + int(prod(shape_t[1:])) if shape_t else 1
         bound = math.sqrt(6 / max(1, fans))
         return Tensor.uniform(*shape_t, low=-bound, high=bound, dtype=dtype, device=device)
+
+    def multinomial(self, num_samples: int = 1, replacement: bool = False) -> Tensor:
+        """`num_samples` class indices (int64) drawn from the weights self ((n,) or (batch, n); non-negative, not all
+        zero) by inverse transform sampling; without replacement only one sample (tinygrad's restriction)."""
+        if self.ndim not in (1, 2) or not self.shape[-1]:
+            raise ValueError(f"multinomial: weights must be 1-d or 2-d with at least one class, got {self.shape}")
+        if not isinstance(num_samples, int) or num_samples < 1:
+            raise ValueError(f"multinomial: num_samples must be a positive int, got {num_samples!r}")
+        if not replacement and num_samples > 1:
+            raise ValueError("multinomial: without replacement only num_samples=1 is supported")
+        w = self.float_() if self.ndim == 2 else self.float_().unsqueeze(0)
+        cdf = w.cumsum(1)
+        cdf = cdf / cdf[:, -1:]
+        u = Tensor.rand(w.shape[0], num_samples, 1, device=self.device)
+        # the first class whose cumulative weight exceeds u: the count of classes at or below u (a zero-weight
+        # class never is: its cdf equals the one before it)
+        picked = (cdf.unsqueeze(1) <= u).sum(2).minimum(w.shape[1] - 1).cast(dtypes.int64)
+        return picked if self.ndim == 2 else picked.squeeze(0)
