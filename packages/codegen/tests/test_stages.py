@@ -85,3 +85,15 @@ def test_settings_come_from_ember_uops_settings(monkeypatch):
     monkeypatch.setenv("NOOPT", "maybe")
     with pytest.raises(ValueError, match="NOOPT='maybe'"):
         to_program(ast, CRenderer())
+
+
+def test_nested_reduce_found_in_one_walk():
+    from ember.codegen.vectorize import _has_nested_reduce
+
+    assert not _has_nested_reduce(matmul_ast(8, 16, 8))
+    assert _has_nested_reduce(softmax_denominator_ast(8, 16))
+    # two reduces side by side (an upcast's partial sums) are not nested
+    r0, r1 = UOp.range(8, 0, AxisType.GLOBAL), UOp.range(16, 1, AxisType.REDUCE)
+    parts = [UOp(Ops.REDUCE, dtypes.float32, (param(1, 8 * 32).index(r0 * 32 + r1 * 2 + i).load(), r1), Ops.ADD)
+             for i in range(2)]
+    assert not _has_nested_reduce(UOp.sink(param(0, 8).index(r0).store(parts[0] + parts[1]).end(r0)))

@@ -201,13 +201,24 @@ def _lanes_of(dt: DType, vector_bytes: int) -> int:
     return max(vector_bytes // dt.itemsize, 1)
 
 
+def _has_nested_reduce(ast: UOp) -> bool:
+    """Whether a REDUCE's value reads another REDUCE, in one walk (a toposort per reduce was quadratic in the
+    hundreds of partial-sum reduces of an upcast matmul)."""
+    below: dict[UOp, bool] = {}  # u -> a REDUCE is u or under it
+    for u in ast.toposort():  # sources first
+        if u.op is Ops.REDUCE and below[u.src[0]]:
+            return True
+        below[u] = u.op is Ops.REDUCE or any(below[x] for x in u.src)
+    return False
+
+
 def vectorize(ast: UOp, renderer: Renderer) -> UOp:
     """The kernel with its partial-sum reduces and consecutive stores vectorized for `renderer`'s vector capabilities
     (see the module doc)."""
     if (vector_bytes := renderer.vector_bytes) <= 0:
         return ast
     slp = _SLP(renderer)
-    nested = any(u.op is Ops.REDUCE and any(x.op is Ops.REDUCE for x in u.src[0].toposort()) for u in ast.toposort())
+    nested = _has_nested_reduce(ast)
 
     def worth(v: UOp) -> bool:
         return v.op is not Ops.VECTORIZE
