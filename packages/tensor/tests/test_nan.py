@@ -55,3 +55,11 @@ def test_nan_propagates_as_torch(name, dtype, n, noopt, dev):
     want = theirs(torch.tensor(a), torch.tensor(b)).numpy()
     assert got.dtype == want.dtype and got.shape == want.shape
     np.testing.assert_array_equal(got, want)  # exact: these ops pick one of their inputs (or NaN)
+
+
+def test_unique_keeps_each_nan():
+    a = np.array([3, NAN, 1, 3, NAN, -1], np.float32)
+    got = Tensor(a).unique(return_inverse=True, return_counts=True)
+    want = torch.unique(torch.tensor(a), return_inverse=True, return_counts=True)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g.numpy(), w.numpy())

@@ -479,7 +479,8 @@ class IndexingMixin:
         the result's size depends on the values."""
         values = self.numpy() if self.dtype.name != "bfloat16" else self.float().numpy()
         axis = None if dim is None else normalize_axis(dim, self.ndim, "unique")[0]
-        out, inverse, counts = np.unique(values, return_inverse=True, return_counts=True, axis=axis)
+        # (each NaN its own value, as torch.unique)
+        out, inverse, counts = np.unique(values, return_inverse=True, return_counts=True, axis=axis, equal_nan=False)
         result: list[Tensor] = [Tensor(out, self.device).cast(self.dtype)]
         if return_inverse:
             result.append(Tensor(inverse.reshape(self.shape if axis is None else (-1,)).astype(np.int64), self.device))
