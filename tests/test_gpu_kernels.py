@@ -55,6 +55,9 @@ def sweep() -> None:
     outs += [nn.Conv2d(3, 4, 3, padding=1)(img), nn.max_pool2d(img), nn.avg_pool2d(img)]
     emb = nn.Embedding(50, 8)
     outs += [emb(Tensor([[1, 2, 3], [4, 5, 49]]))]
+    emb.weight.requires_grad = True  # its gradient: the scheduler's scatter (CUDA: atomicAdd on a workgroup)
+    emb(Tensor([[1, 2, 1], [4, 5, 49]])).sum().backward()
+    outs += [emb.weight.grad]
     for o in outs:
         o.realize()
 
@@ -78,6 +81,7 @@ def kernels():
     # (register tiles: two UPCASTs; vectors: one)
     assert sum(sum(o.op is OptOps.UPCAST for o in hand_coded_opts(a, CUDARenderer())) == 2 for a in asts) >= 1
     assert sum(sum(o.op is OptOps.UPCAST for o in hand_coded_opts(a, CUDARenderer())) == 1 for a in asts) >= 2
+    assert any("atomicAdd(" in to_program(a, CUDARenderer()).src for a in asts)  # (a scatter)
     return asts
 
 

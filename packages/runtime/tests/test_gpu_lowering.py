@@ -358,3 +358,56 @@ def test_gpu_elementwise_vectors():
         x, y = rng.standard_normal(256 + offset).astype(np.float32), rng.standard_normal(256).astype(np.float32)
         out, _, _ = run_gpu_program(spec, np.zeros(256, np.float32), x, y)
         np.testing.assert_allclose(out, x[offset:] * y + 1.0, rtol=1e-6)
+
+
+def scatter_ast(vocab, dim, tokens):
+    """The scheduler's embedding-gradient scatter: out = 0 over (vocab, dim), then out[y[t], j] += x[t, j] in LOOP
+    ranges (the update reads out after the fill's END), out-of-range ids dropped."""
+    rv, rj = UOp.range(vocab, 0, AxisType.GLOBAL), UOp.range(dim, 1, AxisType.GLOBAL)
+    fill = param(0, vocab * dim).index(rv * dim + rj).store(UOp.const(f32, 0.0)).end(rv, rj)
+    rt, rk = UOp.range(tokens, 2, AxisType.LOOP), UOp.range(dim, 3, AxisType.LOOP)
+    y = param(1, tokens, dtypes.int32).index(rt).load().cast(dtypes.index)
+    at = param(0, vocab * dim).index(y * dim + rk, valid=y < vocab)
+    x = param(2, tokens * dim).index(rt * dim + rk).load()
+    return UOp.sink(at.store(at.load(fill) + x).end(rt, rk))
+
+
+@pytest.mark.parametrize("vocab, dim, tokens", [(16, 8, 10), (40, 48, 50)])  # (threads dividing the points or not)
+def test_a_scatter_runs_on_a_workgroup_with_atomic_adds(vocab, dim, tokens):
+    """On a target with atomic adds (CUDA) the scatter's fill is spread over 1024 threads, then a barrier, then its
+    updates spread over them too, each an atomicAdd; the PYTHON device runs the CUDA program (its read-modify-write is
+    atomic: threads take turns only at barriers) and matches numpy's np.add.at, repeated ids included. HIP (no
+    atomics on the mock GPU yet) keeps one thread."""
+    from ember.codegen import ATOMIC_ADD, CUDARenderer, HIPRenderer
+
+    spec = to_program(scatter_ast(vocab, dim, tokens), CUDARenderer())
+    assert spec.local_size == (1024, 1, 1) and spec.global_size == (1, 1, 1)
+    body = spec.src.split("#endif")[-1]
+    assert body.count("__syncthreads();") == 1 and body.count("atomicAdd(&data0[") == 1
+    assert body.index("= 0.0f;") < body.index("__syncthreads();") < body.index("atomicAdd(")
+    assert sum(u.op is Ops.STORE and u.arg == ATOMIC_ADD for u in spec.uops) == 1
+    assert to_program(scatter_ast(vocab, dim, tokens), HIPRenderer("gfx942")).local_size == (1, 1, 1)
+    rng = np.random.default_rng(6)
+    ids = rng.integers(0, vocab + 2, tokens).astype(np.int32)  # repeats, and ids past the vocabulary (dropped)
+    x = rng.standard_normal((tokens, dim)).astype(np.float32)
+    dev = Device["PYTHON"]
+    bufs = [Buffer("PYTHON", vocab * dim, f32).copyin(np.full(vocab * dim, 7.0, np.float32)),
+            Buffer("PYTHON", tokens, dtypes.int32).copyin(ids), Buffer("PYTHON", tokens * dim, f32).copyin(x)]
+    dev.runtime(spec.name, dev.compiler.compile(RENDERER.render(spec.name, spec.uops)))(
+        *bufs, global_size=spec.global_size, local_size=spec.local_size)
+    want = np.zeros((vocab, dim), np.float32)
+    keep = ids < vocab
+    np.add.at(want, ids[keep], x[keep])
+    np.testing.assert_allclose(bufs[0].numpy().reshape(vocab, dim), want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_scatter_that_is_not_an_add_stays_on_one_thread():
+    from ember.codegen import CUDARenderer
+
+    rv = UOp.range(8, 0, AxisType.GLOBAL)
+    fill = param(0, 8).index(rv).store(UOp.const(f32, 0.0)).end(rv)
+    rt = UOp.range(5, 1, AxisType.LOOP)
+    at = param(0, 8).index(param(1, 5, dtypes.int32).index(rt).load().cast(dtypes.index) % 8)
+    ast = UOp.sink(at.store(at.load(fill).maximum(param(2, 5).index(rt).load())).end(rt))  # a max: no atomic
+    spec = to_program(ast, CUDARenderer())
+    assert spec.local_size == (1, 1, 1) and "atomicAdd" not in spec.src

@@ -23,6 +23,7 @@ from ember.codegen.cstyle import (
     gated,
     render_const,
 )
+from ember.codegen.gpudims import ATOMIC_ADD
 from ember.uops import DType, GroupOp, Ops, PatternMatcher, PtrDType, UOp, UPat, dtypes
 
 # float16 and bfloat16 as their bits, each with its conversions to and from float32 (helpers in the preludes)
@@ -159,6 +160,9 @@ def place_shared(uops: tuple[UOp, ...], static_max: int) -> tuple[tuple[UOp, ...
 
 gpu_rewrite = PatternMatcher([
     (UPat(Ops.SPECIAL, name="x"), special),
+    # a scatter's update (gpudims.parallel_scatter): an atomic add of the value
+    (UPat(Ops.STORE, src=(UPat(Ops.INDEX, name="idx"), UPat.var("v")), allow_any_len=True, arg=ATOMIC_ADD),
+     lambda ctx, idx, v: gated(ctx, idx, ctx.renderer.atomic_add.format(address=f"&{ctx[idx]}", value=ctx[v]))),
     (UPat(Ops.LOAD, src=(UPat(Ops.INDEX, name="idx"),), allow_any_len=True, name="x"), vector_load),
     (UPat(Ops.STORE, src=(UPat(Ops.INDEX, name="idx"), UPat.var("v")), allow_any_len=True), vector_store),
     # vectors (a tensor core's fragments and accumulators) are `emb_vec<T, n>` structs
@@ -241,6 +245,7 @@ class GPURenderer(CStyleLanguage):
     workgroup_id: tuple[str, str, str] = ("", "", "")
     thread_id: tuple[str, str, str] = ("", "", "")
     barrier = ""
+    atomic_add = ""  # the statement that adds {value} to the memory at {address} atomically
     shared_prefix = ""
     math_names: dict[Ops, tuple[str, str]] = {}
     prelude = ""
@@ -335,6 +340,8 @@ class CUDARenderer(GPURenderer):
     workgroup_id = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
     thread_id = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
     barrier = "__syncthreads();"
+    has_atomic_add = True
+    atomic_add = "atomicAdd({address}, {value});"
     shared_prefix = "__shared__ __align__(16) "
     math_names = _C_MATH
     prelude = _CUDA_PRELUDE

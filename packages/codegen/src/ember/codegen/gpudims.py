@@ -128,8 +128,8 @@ def gpu_dims(sink: UOp, renderer: Renderer) -> UOp:
     """The kernel with its GLOBAL ranges on workgroup ids and its LOCAL/GROUP_REDUCE ranges on thread ids."""
     nodes = sink.toposort()
     rngs = sorted({u for u in nodes if u.op is Ops.RANGE}, key=range_order)
-    if sequential(rngs):  # (its updates must not race: one thread runs the whole kernel)
-        return sink
+    if sequential(rngs):  # (its updates must not race: atomics, or one thread runs the whole kernel)
+        return parallel_scatter(sink, renderer) if renderer.has_atomic_add else sink
     known = [r for r in rngs if range_size(r) is not None]
     # (a WARP range innermost: a tensor core's lanes are consecutive threads)
     locals_ = sorted((r for r in known if r.arg[1] in THREAD_KINDS), key=lambda r: (r.arg[1] is AxisType.WARP,
@@ -159,6 +159,83 @@ def sequential(rngs: list[UOp]) -> bool:
     embedding gradient, out[y(t)] += x(t) after a fill of out). A GPU runs such a kernel on one thread, fill
     included: the fill must be done before the first update, and workgroups cannot wait for each other."""
     return any(r.arg[1] is AxisType.LOOP for r in rngs)
+
+
+ATOMIC_ADD = "atomic add"  # a STORE's arg: add src[1] to the memory at src[0] atomically (src[2:]: order only)
+SCATTER_THREADS = 1024  # the one workgroup of a scatter run with atomics
+
+
+def _atomic_update(st: UOp) -> UOp | None:
+    """STORE(idx, LOAD(idx, *order) + v) as STORE(idx, v, BARRIER(*order), arg=ATOMIC_ADD) (no order: no barrier);
+    None when the store is not such an update, or v reads the buffer it updates (a racing read)."""
+    idx, val = st.src[0], st.src[1]
+    if val.op is not Ops.ADD or val.dtype not in (dtypes.float32, dtypes.int32):
+        return None
+    loads = [s for s in val.src if s.op is Ops.LOAD and s.src[0] is idx]
+    if not loads:
+        return None
+    inc = val.src[1] if val.src[0] is loads[0] else val.src[0]
+    if any(u.op is Ops.INDEX and u.src[0] is idx.src[0] for u in inc.toposort()):
+        return None
+    order = loads[0].src[1:]
+    barrier = (UOp(Ops.BARRIER, dtypes.void, order),) if order else ()
+    return UOp(Ops.STORE, dtypes.void, (idx, inc, *barrier), ATOMIC_ADD)
+
+
+def _spread(rngs: list[UOp], thread: UOp, next_id: int) -> tuple[UOp, dict[UOp, UOp], UOp | None]:
+    """The points of `rngs` spread over the workgroup's threads: flat = loop * threads + thread walks them row-major.
+    Returns the loop, each range's value in it, and the gate flat < points (None when the threads divide them)."""
+    threads, total = thread.src[0].arg, math.prod(range_size(r) for r in rngs)
+    loop = UOp.range(-(-total // threads), next_id, AxisType.LOOP)
+    flat = loop * threads + thread
+    values, stride = {}, 1
+    for r in reversed(rngs):  # (the innermost range fastest: consecutive threads, consecutive addresses)
+        size = range_size(r)
+        part = flat if stride == 1 else flat // stride
+        values[r] = part % size if stride * size < total else part
+        stride *= size
+    return loop, values, (flat < total if total % threads else None)
+
+
+def parallel_scatter(sink: UOp, renderer: Renderer) -> UOp:
+    """A scatter kernel (LOOP ranges: out[y(t)] += x(t), after a fill of out over its GLOBAL ranges) on one
+    workgroup of threads, where every update is such an add (float32, int32): the fill's points spread over the
+    threads, a BARRIER, then the updates' points spread over them too, each an atomic add (STORE arg ATOMIC_ADD). The
+    sum's order is the threads' (as any GPU's index_add). Other scatter kernels stay on one thread."""
+    nodes = sink.toposort()
+    rngs = sorted({u for u in nodes if u.op is Ops.RANGE}, key=range_order)
+    if any(range_size(r) is None for r in rngs):
+        return sink
+    loops = [r for r in rngs if r.arg[1] is AxisType.LOOP]
+    fill = [r for r in rngs if r.arg[1] is not AxisType.LOOP]
+    stores = [u for u in nodes if u.op is Ops.STORE and u.src[0].op is Ops.INDEX]
+    if any(_atomic_update(st) is None for st in stores if any(u in loops for u in st.toposort())):
+        return sink
+    threads = min(SCATTER_THREADS, renderer.max_workgroup_threads)
+    thread = UOp(Ops.SPECIAL, dtypes.index, (UOp.const(dtypes.index, threads),), "lidx0")
+    next_id = max(r.arg[0] for r in rngs) + 1
+    phases = [(is_update, *_spread(phase, thread, next_id + i))
+              for i, (is_update, phase) in enumerate(((False, fill), (True, loops))) if phase]
+    # each END closes its phase's loop; the fill's first (the updates' barriers then wait for its new END)
+    for is_update, loop, values, _ in phases:
+        ends = {}
+        for u in sink.toposort():
+            if u.op is Ops.END and u.src[1] in values:
+                st = _atomic_update(u.src[0]) if is_update else u.src[0]
+                assert st is not None, "parallel_scatter: an update changed under the fill's rewrite"
+                ends[u] = UOp(Ops.END, dtypes.void, (st, loop))
+        sink = sink.substitute(ends)
+    # (bottom up: an index that loads the address of another is rebuilt on the gated load)
+    new: dict[UOp, UOp] = {}
+    for u in sink.toposort():
+        src = tuple(new[x] for x in u.src)
+        if u.op is Ops.INDEX and u.src[0].op is Ops.PARAM:
+            deps = set(u.toposort())
+            if extra := [gate for _, _, values, gate in phases if gate is not None and deps & set(values)]:
+                src = (src[0], src[1], functools.reduce(lambda a, b: a & b, [*src[2:], *extra]))
+        new[u] = u if src == u.src else u.replace(src=src)
+    sink = new[sink]
+    return sink.substitute({r: v for _, _, values, _ in phases for r, v in values.items()})
 
 
 def launch_dims(uops: tuple[UOp, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:

@@ -28,6 +28,7 @@ class Renderer:
     vector_alu: dict[Ops, tuple[DType, ...]] = {}
     mask_itemsize: int = 0
     mask_alu: frozenset[Ops] = frozenset()
+    has_atomic_add: bool = False  # atomic float32/int32 adds to memory: scatter kernels run on a workgroup (gpudims)
     tensor_cores: tuple[str, ...] = ()  # names of the matrix instructions it has (tc.py), the preferred first
     # dtypes the target stores but does not compute in: their math runs in float32, rounded back after each op
     compute_via_float32: tuple[DType, ...] = (dtypes.bfloat16,)

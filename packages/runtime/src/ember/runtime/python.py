@@ -11,7 +11,8 @@ time. It is slow and exact: the reference every renderer is tested against, and 
   or "idx<d>", tinygrad's names) and the program runs once per workgroup (`global_size` counts workgroups) and
   thread of it (`local_size`). A workgroup's threads share its `DEFINE_LOCAL` buffers and take turns: each runs until
   it reaches a `BARRIER`, and when all of them have, they go on. A barrier that only some threads reach is an error.
-  So the GPU half of codegen (workgroups, shared memory, reduces across threads) is checked here, with no GPU.
+  So the GPU half of codegen (workgroups, shared memory, reduces across threads) is checked here, with no GPU. A
+  STORE with arg `ATOMIC_ADD` adds its value to memory (atomic, since threads only switch at barriers).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ember.codegen import TC_BY_NAME, TENSOR_CORES, Renderer, wmma_reference
+from ember.codegen import ATOMIC_ADD, TC_BY_NAME, TENSOR_CORES, Renderer, wmma_reference
 from ember.runtime.allocator import LRUAllocator
 from ember.runtime.buffer import Buffer
 from ember.runtime.compiler import CompileError, Compiler
@@ -347,7 +348,10 @@ class PythonProgram(Program):
                     values[src[0]] = values[src[1]]
                 else:
                     (mem, idx, valid), value = values[src[0]], values[src[1]]
-                    if valid:
+                    if valid and arg == ATOMIC_ADD:  # (atomic here: threads take turns only at barriers)
+                        mem.check(idx, 1, "STORE")
+                        mem.write(idx, _alu(Ops.ADD, uops[src[1]].dtype, (mem.read(idx), value)))
+                    elif valid:
                         lanes = value if isinstance(value, tuple) else (value,)
                         mem.check(idx, len(lanes), "STORE")
                         for i, x in enumerate(lanes):
