@@ -6,7 +6,6 @@ process's is `ENGINE`, which the module functions `realize_uops`, `run_schedule`
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 import weakref
@@ -222,7 +221,7 @@ class Engine:
         todo: dict[tuple[UOp, str], tuple[ProgramSpec, Future[bytes]]] = {}
         libs: dict[tuple[str, str], Future[bytes]] = {}
         lock = threading.Lock()
-        queue = CompileQueue(workers=os.cpu_count() or 1)
+        queue = CompileQueue(workers=settings.usable_cores())  # (a cpuset or container quota: fewer compilers)
 
         def rendered(key: tuple[UOp, str], spec: ProgramSpec) -> None:
             with lock:
