@@ -113,7 +113,7 @@ def scalarize(uops: tuple[UOp, ...]) -> tuple[UOp, ...]:
 
 
 def vector_load(ctx: RenderContext, x: UOp, idx: UOp) -> str | None:
-    # n consecutive elements: float32 x4 by one 16-byte access where the address is aligned (emb_load4), else by lane
+    # n consecutive elements: float32 x4 by one 16-byte access (emb_load4, per target: see the preludes), else by lane
     if x.dtype.count == 1:
         return None
     n, t = x.dtype.count, ctx.ctype(x.dtype)
@@ -199,22 +199,6 @@ _COMMON = """template <class T, int N> struct emb_vec { T v[N]; };
 DEVICE float emb_maxf(float a, float b) { return (a != a || a > b) ? a : b; }
 DEVICE double emb_max(double a, double b) { return (a != a || a > b) ? a : b; }
 template <class T, class F> DEVICE T emb_bitcast(F x) { union { F f; T t; } u; u.f = x; return u.t; }
-/* 4 floats in one 16-byte access where the address allows (the same for every thread of a buffer whose index is a
-   multiple of 4: a uniform branch), else one by one */
-struct __attribute__((aligned(16))) emb_f4 { float x, y, z, w; };
-DEVICE emb_vec<float, 4> emb_load4(const float* p) {
-  if (((unsigned long long)p & 15) == 0) {
-    emb_f4 t = *(const emb_f4*)p;
-    return emb_vec<float, 4>{{t.x, t.y, t.z, t.w}};
-  }
-  return emb_vec<float, 4>{{p[0], p[1], p[2], p[3]}};
-}
-DEVICE void emb_store4(float* p, emb_vec<float, 4> v) {
-  if (((unsigned long long)p & 15) == 0) { emb_f4 t; t.x = v.v[0]; t.y = v.v[1]; t.z = v.v[2]; t.w = v.v[3];
-    *(emb_f4*)p = t; }
-  else { p[3] = v.v[3]; p[2] = v.v[2]; p[1] = v.v[1]; p[0] = v.v[0]; }  /* (reversed: else NVVM merges the two
-    paths' last store and the aligned one becomes a v2 and two scalar stores) */
-}
 DEVICE float emb_bf16_to_f32(unsigned short x) { return emb_bitcast<float>((unsigned int)x << 16); }
 DEVICE unsigned short emb_f32_to_bf16(float f) { unsigned int u = emb_bitcast<unsigned int>(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40);  /* NaN stays NaN */
@@ -301,6 +285,22 @@ _CUDA_PRELUDE = """#ifndef EMB_PRELUDE
   asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x)); return f; }
 DEVICE unsigned short emb_f32_to_f16(float f) { unsigned short x; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(x) : "f"(f));
   return x; }
+/* 4 floats in one 16-byte access where the address allows (the same for every thread of a buffer whose index is a
+   multiple of 4: a uniform branch), else one by one */
+struct __attribute__((aligned(16))) emb_f4 { float x, y, z, w; };
+DEVICE emb_vec<float, 4> emb_load4(const float* p) {
+  if (((unsigned long long)p & 15) == 0) {
+    emb_f4 t = *(const emb_f4*)p;
+    return emb_vec<float, 4>{{t.x, t.y, t.z, t.w}};
+  }
+  return emb_vec<float, 4>{{p[0], p[1], p[2], p[3]}};
+}
+DEVICE void emb_store4(float* p, emb_vec<float, 4> v) {
+  if (((unsigned long long)p & 15) == 0) { emb_f4 t; t.x = v.v[0]; t.y = v.v[1]; t.z = v.v[2]; t.w = v.v[3];
+    *(emb_f4*)p = t; }
+  else { p[3] = v.v[3]; p[2] = v.v[2]; p[1] = v.v[1]; p[0] = v.v[0]; }  /* (reversed: else NVVM merges the two
+    paths' last store and the aligned one becomes a v2 and two scalar stores) */
+}
 #endif
 """
 
@@ -455,7 +455,15 @@ _HIP_PRELUDE = """#ifndef EMB_PRELUDE
 #define DEVICE static __attribute__((device)) inline
 #define INFINITY __builtin_inff()
 #define NAN __builtin_nanf("")
-""" + _COMMON + _HIP_F64 + "#endif\n"
+""" + _COMMON + _HIP_F64 + """/* 4 floats in one 16-byte access (gfx9 global memory takes them at any 4-byte alignment) */
+DEVICE emb_vec<float, 4> emb_load4(const float* p) {
+  emb_vec<float, 4> v;
+  __builtin_memcpy(&v, p, 16);
+  return v;
+}
+DEVICE void emb_store4(float* p, emb_vec<float, 4> v) { __builtin_memcpy(p, &v, 16); }
+#endif
+"""
 
 def _mfma(kind: str, lanes: str, builtin: str) -> str:
     """v_mfma_f32_16x16x16: the fragments as clang's vector types, in and out."""
