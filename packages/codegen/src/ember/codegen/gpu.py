@@ -455,7 +455,8 @@ _HIP_PRELUDE = """#ifndef EMB_PRELUDE
 #define DEVICE static __attribute__((device)) inline
 #define INFINITY __builtin_inff()
 #define NAN __builtin_nanf("")
-""" + _COMMON + _HIP_F64 + """/* 4 floats in one 16-byte access (gfx9 global memory takes them at any 4-byte alignment) */
+""" + _COMMON + _HIP_F64 + """/* 4 floats in one 16-byte access (gfx9 global memory takes them at any 4-byte
+   alignment) */
 DEVICE emb_vec<float, 4> emb_load4(const float* p) {
   emb_vec<float, 4> v;
   __builtin_memcpy(&v, p, 16);
