@@ -259,8 +259,14 @@ def test_malformed_programs():
     r1 = rng_(cn, 1)
     with pytest.raises(ValueError, match="END at 4 does not close the innermost open RANGE"):
         load((p0, cn, r, r1, end(r), end(r1)))
-    with pytest.raises(ValueError, match=r"PARAM slots \[1\] are not 0..n-1"):
-        load((param(1, 4),))
+    with pytest.raises(ValueError, match=r"PARAM slots \[1, 1\] are not distinct slots >= 0"):
+        load((param(1, 4), param(1, 4)))
+    # a slot the program does not read (a reduce over an empty range reads none of its inputs): its buffer is passed
+    # and ignored; too few buffers are still refused
+    prg = load((param(1, 4),))
+    prg(Buffer("PYTHON", 1, f32), Buffer("PYTHON", 4, f32))
+    with pytest.raises(ValueError, match="takes 2 buffers, got 1"):
+        prg(Buffer("PYTHON", 4, f32))
 
 
 def test_argument_checks():

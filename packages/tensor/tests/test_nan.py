@@ -63,3 +63,28 @@ def test_unique_keeps_each_nan():
     want = torch.unique(torch.tensor(a), return_inverse=True, return_counts=True)
     for g, w in zip(got, want):
         np.testing.assert_array_equal(g.numpy(), w.numpy())
+
+
+EMPTY_AXIS = {
+    "exp sum": (lambda x: x.exp().sum(0), lambda x: x.exp().sum(0)),
+    "sigmoid prod": (lambda x: x.sigmoid().prod(0), lambda x: x.sigmoid().prod(0)),
+    "softmax": (lambda x: x.softmax(0), lambda x: x.softmax(0)),
+    "log_softmax": (lambda x: x.log_softmax(0), lambda x: x.log_softmax(0)),
+    "logsumexp": (lambda x: x.logsumexp(0), lambda x: x.logsumexp(0)),
+    "mean of exp": (lambda x: x.exp().mean(0), lambda x: x.exp().mean(0)),
+    "matmul": (lambda x: x.T.exp() @ x, lambda x: x.T.exp() @ x),
+}
+
+
+@pytest.mark.parametrize("dev", ["CPU", "PYTHON"])
+@pytest.mark.parametrize("name", list(EMPTY_AXIS))
+def test_reductions_over_an_empty_axis(name, dev):
+    # (0, 3) reduced over its empty axis: the identity, as torch (a load hoisted out of the empty loop killed the
+    # process with SIGFPE); and the input's gradient is empty
+    ours, theirs = EMPTY_AXIS[name]
+    a = np.zeros((0, 3), np.float32)
+    x, t = Tensor(a, device=dev, requires_grad=True), torch.tensor(a, requires_grad=True)
+    got, want = ours(x), theirs(t)
+    np.testing.assert_allclose(got.numpy(), want.detach().numpy(), rtol=1e-6)
+    got.sum().backward()
+    assert x.grad is not None and x.grad.shape == (0, 3)

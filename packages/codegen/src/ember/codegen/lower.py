@@ -109,6 +109,15 @@ def reduce_loop(ctx: ReduceContext, red: UOp) -> UOp:
     return ctx.lowered[red]
 
 
+def fold_empty(ctx: ReduceContext, red: UOp) -> UOp | None:
+    """A reduce over a range of size 0 is its identity: no loop, and nothing of its value is computed (a load from an
+    empty buffer hoisted out of the empty loop trapped)."""
+    if not any(r.op is Ops.RANGE and r.src[0].op is Ops.CONST and r.src[0].arg == 0 for r in red.src[1:]):
+        return None
+    identity = UOp.const(red.dtype.scalar(), reduce_identity(red.arg, red.dtype.scalar())).arg
+    return UOp(Ops.CONST, red.dtype, (), identity)
+
+
 def fold_unrolled(ctx: ReduceContext, red: UOp) -> UOp:
     if red in ctx.tree:
         return fold_tree(red, accumulator_dtype(red)).cast(red.dtype)
@@ -183,6 +192,7 @@ pm_wmma_accumulate = PatternMatcher([
 # top-down (bottom_up=True): a reduce is lowered as the kernel first had it, the graph ReduceContext walked; the reduces
 # inside its loop's values are lowered after it
 pm_lower_reduce = PatternMatcher([
+    (UPat(Ops.REDUCE, name="red"), fold_empty),
     (UPat(Ops.REDUCE, src=(UPat(),), name="red"), fold_unrolled),  # every range unrolled: the terms folded, no loop
     (UPat(Ops.REDUCE, name="red"), reduce_loop),
 ])

@@ -232,18 +232,21 @@ class PythonProgram(Program):
             if not isinstance(p.dtype, PtrDType):
                 raise ValueError(f"PYTHON {self.name}: PARAM {p.arg} has dtype {p.dtype!r}, not a pointer")
             self.param_types.append(p.dtype)
-        if [p.arg for p in self.params] != list(range(len(self.params))):
-            raise ValueError(f"PYTHON {self.name}: PARAM slots {[p.arg for p in self.params]} are not 0..n-1")
+        slots = [p.arg for p in self.params]
+        if len(set(slots)) != len(slots) or any(not isinstance(a, int) or a < 0 for a in slots):
+            raise ValueError(f"PYTHON {self.name}: PARAM slots {slots} are not distinct slots >= 0")
+        # (a kernel may not read every buffer it is given: a reduce over an empty range reads none of its inputs)
+        self.n_bufs = max(slots, default=-1) + 1
         # ProgramSpec.vars order: by name
         self.variables = sorted((u for u in uops if u.op is Ops.DEFINE_VAR), key=lambda v: v.arg[0])
         self.has_special = any(u.op is Ops.SPECIAL for u in uops)
 
     def __call__(self, *bufs: Buffer, global_size: Sequence[int] = (1, 1, 1), local_size: Sequence[int] | None = None,
                  vals: Sequence[int] = (), wait: bool = False) -> float | None:
-        if len(bufs) != len(self.params):
-            raise ValueError(f"PYTHON {self.name}: takes {len(self.params)} buffers, got {len(bufs)}")
-        for slot, (pt, b) in enumerate(zip(self.param_types, bufs)):
-            if isinstance(b, Buffer) and b.dtype != pt.base:
+        if len(bufs) < self.n_bufs:
+            raise ValueError(f"PYTHON {self.name}: takes {self.n_bufs} buffers, got {len(bufs)}")
+        for slot, pt in zip((p.arg for p in self.params), self.param_types):
+            if isinstance(b := bufs[slot], Buffer) and b.dtype != pt.base:
                 raise TypeError(f"PYTHON {self.name}: data{slot} is {pt.base!r}, the buffer is {b.dtype!r}")
         return super().__call__(*bufs, global_size=global_size, local_size=local_size, vals=vals, wait=wait)
 
@@ -259,8 +262,8 @@ class PythonProgram(Program):
                 raise ValueError(f"PYTHON {self.name}: variable {name} = {x} is outside [{lo}, {hi}]")
             var_vals[v] = x
         memory: dict[int, _Memory] = {}
-        for slot, (pt, raw) in enumerate(zip(self.param_types, bufs)):
-            memory[slot] = mem = _Memory(raw, pt.base, f"data{slot}")
+        for slot, pt in zip((p.arg for p in self.params), self.param_types):
+            memory[slot] = mem = _Memory(bufs[slot], pt.base, f"data{slot}")
             if pt.size >= 0 and mem.size < pt.size:
                 raise ValueError(f"PYTHON {self.name}: data{slot} needs {pt.size} elements, the buffer holds "
                                  f"{mem.size}")

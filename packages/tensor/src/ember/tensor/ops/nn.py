@@ -17,7 +17,7 @@ import numpy as np
 
 from ember.tensor.ops.args import normalize_axis, shape_args, to_dtype, torch_axis_name
 from ember.tensor.ops.indexing import check_ids
-from ember.uops import DType, dtypes, prod
+from ember.uops import DType, Ops, dtypes, prod
 
 if TYPE_CHECKING:  # at run time ember.tensor.tensor binds Tensor here: it is the class built on this mixin
     from ember.tensor.tensor import Tensor
@@ -640,7 +640,7 @@ class NNMixin:
         x = (self if dtype is None else self.cast(to_dtype(dtype))).float_()
         # the max is a shift the result does not depend on: detached, the backward is p * (g - sum(p * g)) and no
         # gradient is routed through the max's argmax (exactly zero, at the price of two more reduce kernels)
-        e = (x - x.max(ax, keepdim=True).detach()).exp()
+        e = (x - x._reduce(Ops.MAX, ax, True).detach()).exp()  # (an empty axis gives an empty result, as torch)
         return e / e.sum(ax, keepdim=True)
 
     @torch_axis_name()
@@ -649,7 +649,7 @@ class NNMixin:
         first."""
         ax = normalize_axis(axis, self.ndim, "log_softmax")
         x = (self if dtype is None else self.cast(to_dtype(dtype))).float_()
-        shifted = x - x.max(ax, keepdim=True).detach()  # (a shift, as in softmax)
+        shifted = x - x._reduce(Ops.MAX, ax, True).detach()  # (a shift, as in softmax)
         return shifted - shifted.exp().sum(ax, keepdim=True).log()
 
     @torch_axis_name()
@@ -785,7 +785,9 @@ class NNMixin:
             terms = terms * weight.reshape(cshape) if weight is not None else terms
             if reduction == "none":
                 return -terms.sum(cdim)
-            return -terms.sum() if reduction == "sum" else -terms.sum() * (n / max(self.numel(), 1))
+            if reduction == "sum":
+                return -terms.sum()
+            return -terms.sum() * (n / self.numel()) if self.numel() else terms.sum() * math.nan  # (torch: NaN)
         loss, w, keep = logp._nll(Y, weight, ignore_index, op)
         nll = loss.sum() / w.sum() if reduction == "mean" else _reduce_loss(loss, reduction)
         if not label_smoothing:

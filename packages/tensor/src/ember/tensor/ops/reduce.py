@@ -257,7 +257,8 @@ class ReduceMixin:
         """log(sum(exp(x))) over `axis`, computed stably around the max."""
         axes = normalize_axis(axis, self.ndim, "logsumexp")
         x = self.float_()
-        m = x.max(axes, keepdim=True).detach()  # (a shift: the result does not depend on it, nor its gradient)
+        # (a shift: the result does not depend on it, nor its gradient; over an empty axis -inf, as torch)
+        m = x._reduce(Ops.MAX, axes, True).detach()
         m = m.isinf().where(0.0, m)
         out = (x - m).exp().sum(axes, keepdim=True).log() + m
         return out if keepdim else out.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
