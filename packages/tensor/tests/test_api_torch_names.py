@@ -243,3 +243,61 @@ def test_tinygrad_linear_and_multinomial():
     assert one.shape == (1,) and one.numpy()[0] in (1, 2)
     with pytest.raises(ValueError, match="without replacement only num_samples=1"):
         Tensor(probs).multinomial(2)
+
+
+def test_in_place_forms():
+    a, b = data(3, 4), data(3, 4)
+    cases = [("add_", lambda t, u: t.add_(u, alpha=2)), ("sub_", lambda t, u: t.sub_(u)),
+             ("mul_", lambda t, u: t.mul_(u)),
+             ("div_", lambda t, u: t.div_(2.0)), ("clamp_", lambda t, u: t.clamp_(-0.5, 0.5)),
+             ("zero_", lambda t, u: t.zero_()), ("fill_", lambda t, u: t.fill_(1.5)),
+             ("copy_", lambda t, u: t.copy_(u[0])), ("masked_fill_", lambda t, u: t.masked_fill_(u > 0, -1.0)),
+             ("add_ flipped self", lambda t, u: t.add_(t.flip(0)))]
+    for name, f in cases:
+        ours, theirs = Tensor(a), torch.tensor(a)
+        view = ours.reshape(12)  # a view made before: it sees the write, as in torch
+        tview = theirs.reshape(12)
+        got = f(ours, Tensor(b))
+        f(theirs, torch.tensor(b))
+        assert got is ours, name
+        np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-6, err_msg=name)
+        np.testing.assert_allclose(view.numpy(), tview.numpy(), rtol=1e-6, err_msg=name)
+    lazy = Tensor(a) * 2  # not realized yet: realized, then written
+    lazy.add_(1.0)
+    np.testing.assert_allclose(lazy.numpy(), a * 2 + 1, rtol=1e-6)
+    Tensor.manual_seed(1)
+    w = Tensor.zeros(200, 50)
+    assert w.uniform_(-0.1, 0.1) is w and -0.1 <= w.numpy().min() < -0.09 and 0.09 < w.numpy().max() < 0.1
+    assert abs(float(w.normal_(0.0, 2.0).numpy().std()) - 2.0) < 0.1
+    assert Tensor(a).cpu().device == "CPU" and Tensor(a).new_tensor([1, 2]).dtype == dtypes.float32
+
+
+def test_more_torch_methods():
+    x = data(4, 6)
+    x[1, 2] = math.nan
+    compare(lambda t, e: t.ldexp(e), lambda t, e: t.ldexp(e), data(6), np.arange(-2, 4).astype(np.float32))
+    compare(lambda t: t.angle(), lambda t: t.angle(), x, backward=False)
+    np.testing.assert_array_equal(Tensor(x).isreal().numpy(), torch.tensor(x).isreal().numpy())
+    y = data(5, 7)
+    for q in (0.3, [0.0, 0.25, 1.0]):
+        for dim, keepdim in ((None, False), (1, False), (0, True), (None, True)):
+            for interpolation in ("linear", "lower", "higher", "nearest", "midpoint"):
+                tq = torch.tensor(q) if isinstance(q, list) else q
+                compare(lambda t: t.quantile(q, dim, keepdim, interpolation),
+                        lambda t: t.quantile(tq, dim, keepdim, interpolation=interpolation), y, atol=1e-6)
+    compare(lambda t: t.sum_to_size(1, 7), lambda t: t.sum_to_size(1, 7), y, atol=1e-6)
+    compare(lambda t: t[None].sum_to_size((5, 1)), lambda t: t[None].sum_to_size((5, 1)), y, atol=1e-6)
+    with pytest.raises(ValueError, match="sum_to_size: size .3, 7. is not expandable"):
+        Tensor(y).sum_to_size(3, 7)
+    h = data(50)
+    for kw in ({"bins": 5}, {"bins": 4, "min": -1.0, "max": 1.0}, {"bins": 3, "min": 0.0, "max": 2.0}):
+        np.testing.assert_array_equal(Tensor(h).histc(**kw).numpy(), torch.tensor(h).histc(**kw).numpy())
+    v = np.array([1, 1, 2, 2, 3, 1, 1, 2], np.int64)
+    for g, w in zip(Tensor(v).unique_consecutive(return_inverse=True, return_counts=True),
+                    torch.tensor(v).unique_consecutive(return_inverse=True, return_counts=True)):
+        np.testing.assert_array_equal(g.numpy(), w.numpy())
+    Tensor.manual_seed(2)
+    p = Tensor(np.full((100, 100), 0.3, np.float32))
+    draws = p.bernoulli().numpy()
+    assert draws.dtype == np.float32 and set(np.unique(draws)) <= {0.0, 1.0} and 0.27 < draws.mean() < 0.33
+    assert 0.65 < p.bernoulli(0.7).numpy().mean() < 0.75

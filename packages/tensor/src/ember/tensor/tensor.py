@@ -320,6 +320,58 @@ class Tensor(creation.CreationMixin, random.RandomMixin, movement.MovementMixin,
         return self
 
 
+    # *** PyTorch's in-place forms: the new value assigned into this tensor's buffer (realized first) ***
+    def _inplace(self, value: Any) -> Tensor:
+        value = value if isinstance(value, Tensor) else Tensor(value, self.device, self.dtype)
+        if not realize.is_realized(self.uop) and self.uop.op is not Ops.ASSIGN:
+            self.realize()
+        return self.assign(value.cast(self.dtype).expand(self.shape))
+
+    def zero_(self) -> Tensor:
+        return self._inplace(Tensor.zeros(*self.shape, dtype=self.dtype, device=self.device))
+
+    def fill_(self, value: Any) -> Tensor:
+        return self._inplace(Tensor.full(self.shape, value, self.dtype, self.device))
+
+    def copy_(self, src: Tensor) -> Tensor:
+        """src's values (broadcast, cast to this dtype, moved to this device) written into this tensor."""
+        return self._inplace(src.to(self.device) if isinstance(src, Tensor) else src)
+
+    def add_(self, x: Any, alpha: Any = None) -> Tensor:
+        return self._inplace(self.add(x if alpha is None else x * alpha))
+
+    def sub_(self, x: Any, alpha: Any = None) -> Tensor:
+        return self._inplace(self.sub(x, alpha=alpha))
+
+    def mul_(self, x: Any) -> Tensor:
+        return self._inplace(self * x)
+
+    def div_(self, x: Any) -> Tensor:
+        return self._inplace(self / x)
+
+    def clamp_(self, min: Any = None, max: Any = None) -> Tensor:  # noqa: A002 - torch's names
+        return self._inplace(self.clip(min, max))
+
+    clip_ = clamp_
+
+    def masked_fill_(self, mask: Tensor, value: Any) -> Tensor:
+        return self._inplace(self.masked_fill(mask, value))
+
+    def uniform_(self, a: float = 0.0, b: float = 1.0) -> Tensor:
+        return self._inplace(Tensor.uniform(*self.shape, low=a, high=b, dtype=self.dtype, device=self.device))
+
+    def normal_(self, mean: float = 0.0, std: float = 1.0) -> Tensor:
+        return self._inplace(Tensor.normal(*self.shape, mean=mean, std=std, dtype=self.dtype, device=self.device))
+
+    def cpu(self) -> Tensor:
+        """This tensor on the CPU device."""
+        return self.to("CPU")
+
+    def new_tensor(self, data: Any, dtype: DType | str | None = None) -> Tensor:
+        """A tensor of `data` on this tensor's device, in this dtype unless `dtype` is given (torch's new_tensor)."""
+        return Tensor(data, self.device, dtype if dtype is not None else self.dtype)
+
+
 # the op modules build Tensors, and cannot import this module (Tensor is built on their mixins): they get the class here
 for _ops_module in (activation, creation, elementwise, indexing, movement, nn_ops, random, reduce):
     _ops_module.Tensor = Tensor  # type: ignore[attr-defined]

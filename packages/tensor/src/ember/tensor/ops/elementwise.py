@@ -424,6 +424,19 @@ class TensorElementwiseMixin(ElementwiseMixin):
     def bitwise_right_shift(self, x: Any) -> Tensor: return self >> x
     def xor(self, x: Any) -> Tensor: return self.bitwise_xor(x)  # (tinygrad's name)
 
+    def ldexp(self, other: Any) -> Tensor:
+        """self * 2 ** other (a float result)."""
+        return self.float_() * (2.0 ** (other if not isinstance(other, Tensor) else other.float()))
+
+    def isreal(self) -> Tensor:
+        """True everywhere (Ember has no complex dtypes)."""
+        return self.full_like(True, dtype=dtypes.bool)
+
+    def angle(self) -> Tensor:
+        """The argument of a real number: 0 for x >= 0, pi for x < 0, NaN for NaN (float result, as torch)."""
+        x = self.float_()
+        return x.isnan().where(x, (x < 0).where(math.pi, 0.0))
+
     # *** == is elementwise on tensors ***
     def __eq__(self, x: Any) -> Tensor: return self.eq(x)  # type: ignore[override]
     def __ne__(self, x: Any) -> Tensor: return self.ne(x)  # type: ignore[override]

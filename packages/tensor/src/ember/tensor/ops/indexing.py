@@ -488,6 +488,23 @@ class IndexingMixin:
             result.append(Tensor(counts.astype(np.int64), self.device))
         return result[0] if len(result) == 1 else tuple(result)
 
+    def unique_consecutive(self, return_inverse: bool = False, return_counts: bool = False,
+                           dim: int | None = None) -> Any:
+        """Each run of equal consecutive values (of the flattened tensor) once, with optionally the run index of each
+        element and the length of each run (torch.unique_consecutive; dim=None only). Reads the tensor (a sync)."""
+        if dim is not None:
+            raise ArgumentError("unique_consecutive: only dim=None is supported")
+        values = (self.numpy() if self.dtype.name != "bfloat16" else self.float().numpy()).reshape(-1)
+        starts = np.flatnonzero(np.concatenate([[True], values[1:] != values[:-1]])) if values.size else \
+            np.zeros(0, np.int64)
+        result: list[Tensor] = [Tensor(values[starts], self.device).cast(self.dtype)]
+        if return_inverse:
+            inverse = np.cumsum(np.isin(np.arange(values.size), starts)) - 1
+            result.append(Tensor(inverse.reshape(self.shape).astype(np.int64), self.device))
+        if return_counts:
+            result.append(Tensor(np.diff(np.append(starts, values.size)).astype(np.int64), self.device))
+        return result[0] if len(result) == 1 else tuple(result)
+
     def masked_select(self, mask: Tensor) -> Tensor:
         """The elements of self where `mask` (broadcast) is True, as a 1-d tensor; reads the mask (a sync)."""
         if not isinstance(mask, Tensor) or mask.dtype != dtypes.bool:

@@ -173,3 +173,8 @@ class RandomMixin:
         # class never is: its cdf equals the one before it)
         picked = (cdf.unsqueeze(1) <= u).sum(2).minimum(w.shape[1] - 1).cast(dtypes.int64)
         return picked if self.ndim == 2 else picked.squeeze(0)
+
+    def bernoulli(self, p: float | None = None) -> Tensor:
+        """1 with probability self (or `p`), else 0, elementwise, in self's float dtype (torch.bernoulli)."""
+        probs = self.float_() if p is None else self.float_().full_like(p)
+        return (Tensor.rand(*self.shape, device=self.device) < probs).cast(probs.dtype)

@@ -117,6 +117,78 @@ class ReduceMixin:
             values, indices = values.reshape(shape), indices.reshape(shape)
         return values, indices
 
+    def quantile(self, q: Any, dim: int | None = None, keepdim: bool = False, interpolation: str = "linear") -> Tensor:
+        """The q-th quantiles (q a float or a list/1-d tensor of them in [0, 1]; a tensor q is read: a sync) along `dim`
+        (all elements for None), between the sorted values as `interpolation` says: linear, lower, higher, nearest
+        (ties to even) or midpoint (torch.quantile). A list of q adds a leading dim."""
+        if interpolation not in ("linear", "lower", "higher", "nearest", "midpoint"):
+            raise ValueError(f"quantile: interpolation must be linear, lower, higher, nearest or midpoint, got "
+                             f"{interpolation!r}")
+        qs = q.numpy().tolist() if isinstance(q, Tensor) else q
+        scalar = not isinstance(qs, (list, tuple))
+        qs = [qs] if scalar else list(qs)
+        if any(not 0 <= v <= 1 for v in qs):
+            raise ValueError(f"quantile: q values must be in [0, 1], got {qs}")
+        if not dtypes.is_float(self.dtype):
+            raise TypeError(f"quantile: the input must be a float tensor, got {self.dtype!r}")
+        x = self.flatten() if dim is None else self
+        d = 0 if dim is None else normalize_axis(dim, max(self.ndim, 1), "quantile")[0]
+        x = x.reshape(1) if x.ndim == 0 else x
+        n = x.shape[d]
+        if n == 0:
+            raise RuntimeError("quantile: the input has no elements along the reduced dim")
+        values = x.sort(d)[0]
+
+        def at(i: int) -> Tensor:
+            return values.shrink([(i, i + 1) if j == d else (0, s) for j, s in enumerate(values.shape)])
+
+        outs = []
+        for v in qs:
+            pos = v * (n - 1)
+            lo, hi = math.floor(pos), math.ceil(pos)
+            if interpolation == "lower" or lo == hi:
+                out = at(lo)
+            elif interpolation == "higher":
+                out = at(hi)
+            elif interpolation == "nearest":
+                out = at(round(pos))
+            elif interpolation == "midpoint":
+                out = (at(lo) + at(hi)) * 0.5
+            else:
+                out = at(lo).lerp(at(hi), pos - lo)
+            if dim is None:
+                out = out.reshape((1,) * self.ndim if keepdim else ())
+            elif not keepdim:
+                out = out.squeeze(d) if self.ndim else out.reshape(())
+            outs.append(out)
+        return outs[0] if scalar else Tensor.stack(*outs) if len(outs) > 1 else outs[0].unsqueeze(0)
+
+    def sum_to_size(self, *size: Any) -> Tensor:
+        """Summed over the dims `size` broadcasts to self's shape (the reverse of expand; torch's sum_to_size)."""
+        shape = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) else tuple(size)
+        lead = self.ndim - len(shape)
+        if lead < 0 or any(s not in (1, t) for s, t in zip(shape, self.shape[lead:])):
+            raise ShapeError(f"sum_to_size: size {shape} is not expandable to the tensor's shape {self.shape}")
+        axes = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(shape) if s == 1 and self.shape[lead + i] != 1)
+        return (self.sum(axes, keepdim=True) if axes else self).reshape(shape)
+
+    def histc(self, bins: int = 100, min: float = 0.0, max: float = 0.0) -> Tensor:  # noqa: A002 - torch's names
+        """Counts of the elements in `bins` equal bins over [min, max] (both 0: the data's min and max, read: a sync);
+        elements outside are not counted, max falls in the last bin (torch.histc). Float result."""
+        x = self.float_().flatten()
+        lo, hi = float(min), float(max)
+        if lo == hi == 0 and x.numel():
+            lo, hi = float(x.min().item()), float(x.max().item())
+        if lo == hi:
+            lo, hi = lo - 1, hi + 1
+        if bins <= 0 or lo > hi:
+            raise ValueError(f"histc: need bins > 0 and min <= max, got bins={bins}, min={min}, max={max}")
+        idx = ((x - lo) * (bins / (hi - lo))).floor().cast(dtypes.int32)
+        idx = (x == hi).where(bins - 1, idx)
+        inside = (x >= lo).logical_and(x <= hi)
+        hits = (idx.unsqueeze(-1) == Tensor.arange(bins, device=self.device)).logical_and(inside.unsqueeze(-1))
+        return hits.sum(0).cast(x.dtype)
+
     def norm(self, p: float | str = 2, dim: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
         """The p-norm over `dim` (all elements for None): p=2 or "fro" the Euclidean norm (its gradient at 0 is 0, as
         torch), 1, inf, -inf, 0 (the count of nonzeros) or any other float."""
