@@ -133,3 +133,6 @@ def test_vectorized_kernels_run_on_the_amd_mock(monkeypatch):
     y = Tensor(x, device="AMD")
     np.testing.assert_allclose((y * 2 + 1).numpy(), x * 2 + 1, rtol=1e-6)
     np.testing.assert_allclose((y[:, 1:513] + 1).numpy(), x[:, 1:513] + 1, rtol=1e-6)  # rows at unaligned addresses
+    h, g = a.astype(np.float16), b.astype(np.float16)  # MFMA with 2 x 2 tiles per wavefront (big enough)
+    got = (Tensor(h, device="AMD") @ Tensor(g, device="AMD")).numpy().astype(np.float32)
+    np.testing.assert_allclose(got, h.astype(np.float32) @ g.astype(np.float32), rtol=1e-2, atol=1e-2)

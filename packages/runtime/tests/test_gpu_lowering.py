@@ -411,3 +411,23 @@ def test_a_scatter_that_is_not_an_add_stays_on_one_thread():
     ast = UOp.sink(at.store(at.load(fill).maximum(param(2, 5).index(rt).load())).end(rt))  # a max: no atomic
     spec = to_program(ast, CUDARenderer())
     assert spec.local_size == (1, 1, 1) and "atomicAdd" not in spec.src
+
+
+def test_tensor_core_register_tiles_of_a_big_matmul():
+    """For a big matmul the heuristic has each warp compute 2 x 2 tensor-core tiles (UPCAST by 2 of the axis only A
+    moves and of the one only B moves, after TC): 4 instructions per k step sharing 2 A and 2 B fragments. The
+    PYTHON device runs the CUDA opts' program (mma.sync lanes emulated) and matches the rounded-input product."""
+    from ember.codegen import CUDARenderer
+
+    n, k, m = 256, 16, 256
+    ast = tc_matmul_ast(n, k, m, dtypes.bfloat16)
+    opts = hand_coded_opts(ast, CUDARenderer())
+    assert opts[:3] == [Opt(OptOps.TC, 3, 0), Opt(OptOps.UPCAST, 0, 2), Opt(OptOps.UPCAST, 1, 2)]
+    assert hand_coded_opts(tc_matmul_ast(32, 16, 32, dtypes.bfloat16), CUDARenderer())[1].op is OptOps.LOCAL  # small
+    spec = to_program(ast, RENDERER, opts)
+    assert sum(u.op is Ops.WMMA for u in spec.uops) == 4
+    rng = np.random.default_rng(8)
+    a, b = rng.standard_normal((n, k)).astype(np.float32), rng.standard_normal((k, m)).astype(np.float32)
+    out, *_ = run(spec, np.zeros(n * m, np.float32), a, b)
+    want = rounded(a, dtypes.bfloat16).astype(np.float64) @ rounded(b, dtypes.bfloat16).astype(np.float64)
+    np.testing.assert_allclose(out.reshape(n, m), want, rtol=1e-5, atol=1e-5)

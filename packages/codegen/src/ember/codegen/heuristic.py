@@ -177,6 +177,25 @@ def _gpu_register_tile(chosen: Chosen, loads: list[dict[UOp, int | None]], outpu
     return budget // 256
 
 
+def _tc_register_tiles(chosen: Chosen, loads: list[dict[UOp, int | None]], outputs: list[UOp],
+                       reduces: list[UOp]) -> None:
+    """After TC, a big matmul's warp computes 2 x 2 instruction tiles (UPCAST by 2 of the axis only A moves and of
+    the one only B moves): each A fragment serves two instructions and each B fragment two, half the fragment loads
+    per instruction."""
+    work = 1
+    for r in outputs:
+        work *= range_size(r) or 1
+    operands = [ld for ld in loads if any(r in ld for r in reduces)]
+    if work < GPU_TILE_OUTPUTS or len(operands) != 2:
+        return
+    for r in outputs:
+        if (r in operands[0]) == (r in operands[1]):  # (a batch axis: both move it; no reuse to gain)
+            continue
+        now = [x for x in kernel_ranges(chosen.kernel) if x.arg[0] == r.arg[0] and x.arg[1] is AxisType.GLOBAL]
+        if now and (range_size(now[0]) or 0) % 2 == 0 and (range_size(now[0]) or 0) >= 4:
+            chosen.add(Opt(OptOps.UPCAST, chosen.axis(now[0]), 2))
+
+
 def gpu_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
     """Opts without search for a target with workgroups (`renderer.has_local`):
     - a reduce with few outputs (a full sum, a norm's statistics) runs across the threads of a workgroup: GROUP of its
@@ -205,6 +224,7 @@ def gpu_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
             except KernelOptError:
                 continue
             budget //= TENSOR_CORES[index].threads
+            _tc_register_tiles(chosen, loads, outputs, reduces)
             for r in reversed([r for r in kernel_ranges(chosen.kernel) if r.arg[1] is AxisType.GLOBAL and
                                r not in bounding_ranges(chosen.kernel)]):
                 amount = _divisor(range_size(r), tuple(a for a in (4, 2) if a <= budget))
