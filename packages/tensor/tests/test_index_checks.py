@@ -86,6 +86,10 @@ def test_views_and_copies_of_host_ids():
         nn.embedding(ids.to("PYTHON")[:2], Tensor(W, device="PYTHON"))
     with pytest.raises(IndexError, match="embedding: index 7"):
         nn.embedding(Tensor.full((2,), 7), Tensor(W))  # a constant
+    with pytest.raises(IndexError, match="embedding: index 9"):
+        nn.embedding(Tensor(np.array([1, 9], np.int64)).int(), Tensor(W))  # an int cast that keeps the values
+    wrapped = Tensor(np.array([1, 300], np.int64)).cast("uint8")  # 300 wraps to 44: not known on the host
+    assert realize.host_range(wrapped.uop) is None
 
 
 def test_device_ids_unchecked_by_default_and_never_synced():

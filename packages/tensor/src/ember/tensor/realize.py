@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from ember.schedule import assign_targets, buffers_read, overlaps, storage
 from ember.tensor import engine
-from ember.uops import Ops, UOp, prod, shard_shape
+from ember.uops import Ops, UOp, dtypes, prod, shard_shape
 
 if TYPE_CHECKING:
     from ember.tensor.tensor import Tensor
@@ -202,6 +202,9 @@ def host_range(u: UOp) -> tuple[int, int] | None:
         u = u.src[0]
     if u.op is Ops.CONST and isinstance(u.arg, int):
         return (u.arg, u.arg)
+    if u.op is Ops.CAST and dtypes.is_int(u.dtype) and (r := host_range(u.src[0])) is not None:
+        # (an int cast keeps the values when the new dtype holds them all: `ids.int()` of int64 ids)
+        return r if dtypes.min(u.dtype) <= r[0] and r[1] <= dtypes.max(u.dtype) else None
     if u.op is Ops.MSTACK:
         parts = [host_range(p) for p in u.src]
         if any(p is None for p in parts):
