@@ -446,12 +446,14 @@ class IndexingMixin:
     def index_add(self, dim: int, index: Tensor, source: Tensor, alpha: float = 1) -> Tensor:
         """self with alpha * source[i] added at position index[i] of dim `dim` (repeats add up)."""
         d = normalize_axis(dim, self.ndim, "index_add")[0]
+        check_ids(index, self.shape[d], "index_add: ", what=f"for dim {d} of size {self.shape[d]}")
         src = source if alpha == 1 else source * alpha
         return self.scatter_reduce(d, self._index_along_as(d, index, source), src.cast(self.dtype), "sum")
 
     def index_copy(self, dim: int, index: Tensor, source: Tensor) -> Tensor:
         """self with source[i] written at position index[i] of dim `dim`."""
         d = normalize_axis(dim, self.ndim, "index_copy")[0]
+        check_ids(index, self.shape[d], "index_copy: ", what=f"for dim {d} of size {self.shape[d]}")
         return self.scatter(d, self._index_along_as(d, index, source), source.cast(self.dtype))
 
     def index_fill(self, dim: int, index: Tensor, value: Any) -> Tensor:
