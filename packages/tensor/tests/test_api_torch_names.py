@@ -301,3 +301,14 @@ def test_more_torch_methods():
     draws = p.bernoulli().numpy()
     assert draws.dtype == np.float32 and set(np.unique(draws)) <= {0.0, 1.0} and 0.27 < draws.mean() < 0.33
     assert 0.65 < p.bernoulli(0.7).numpy().mean() < 0.75
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "uint16", "uint32", "int8", "int32", "bool"])
+def test_integer_sums_are_int64(dtype):
+    # every int (unsigned too) and bool sums in int64, as torch (and as prod and cumsum already did)
+    a = np.arange(12).reshape(3, 4) * 37 % 256
+    a = a.astype(dtype) if dtype != "bool" else a % 3 > 0
+    for f in (lambda t: t.sum(), lambda t: t.sum(0), lambda t: t.sum(1, keepdim=True)):
+        got, want = f(Tensor(a)), f(torch.tensor(a))
+        assert got.dtype == dtypes.int64 and want.dtype == torch.int64
+        np.testing.assert_array_equal(got.numpy(), want.numpy())

@@ -93,7 +93,8 @@ def test_names_and_defaults():
     assert dtypes.from_py(3.0) == dtypes.float32 and dtypes.from_py([1, 2.5]) == dtypes.float32
     with pytest.raises(TypeError, match="cannot infer a dtype from str"):
         dtypes.from_py("x")
-    assert sum_acc_dtype(dtypes.int8) == dtypes.int64 and sum_acc_dtype(dtypes.uint8) == dtypes.uint64
+    assert sum_acc_dtype(dtypes.int8) == dtypes.int64 and sum_acc_dtype(dtypes.uint8) == dtypes.int64  # as torch
+    assert sum_acc_dtype(dtypes.uint64) == dtypes.int64 and sum_acc_dtype(dtypes.bool) == dtypes.int64
     assert sum_acc_dtype(dtypes.float16) == dtypes.float16
 
 

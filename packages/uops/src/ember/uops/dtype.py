@@ -265,9 +265,8 @@ def least_upper_dtype(*ds: DType) -> DType:
 
 
 def sum_acc_dtype(dt: DType) -> DType:
-    """The accumulator dtype of a sum, as PyTorch picks: bool/ints -> int64 (uint64 if unsigned), floats keep theirs."""
-    if dtypes.is_unsigned(dt):
-        return dtypes.uint64
+    """The accumulator dtype of a sum, as PyTorch picks: bool and every int (unsigned too) -> int64, floats keep
+    theirs (as prod and cumsum)."""
     if dtypes.is_int(dt) or dt == dtypes.bool:
         return dtypes.int64
     return dt
