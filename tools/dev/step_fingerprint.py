@@ -71,7 +71,6 @@ def main() -> None:
         hashes = [graph_hash(it.ast) for it in sched.items]
         for it, hsh in zip(sched.items, hashes):
             asts.setdefault(hsh, it.ast)
-        # (the order of independent kernels may follow set order, which varies between processes: compare `kernels`)
         print(f"schedule {i:3d}: {len(sched.items):4d} items  kernels {_h(sorted(hashes))}  order {_h(hashes)}  "
               f"buffers {_h(layout)}")
     srcs = {}

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from ember.schedule import assign_targets, buffers_read, overlaps, storage
@@ -24,7 +24,24 @@ from ember.uops import Ops, UOp, dtypes, prod, shard_shape
 if TYPE_CHECKING:
     from ember.tensor.tensor import Tensor
 
-live: weakref.WeakSet[Tensor] = weakref.WeakSet()  # every Tensor alive: a realize rewrites them to read its buffers
+
+class LiveTensors:
+    """Every Tensor alive (weakly held), iterated in the order they were made. Program order, not a WeakSet's address
+    order: which of two equal lazy tensors keeps the buffer, and so a schedule's kernel order and buffers, must not
+    differ between processes."""
+
+    def __init__(self) -> None:
+        self._made = itertools.count()
+        self._by_order: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()
+
+    def add(self, t: Tensor) -> None:
+        self._by_order[next(self._made)] = t
+
+    def __iter__(self) -> Iterator[Tensor]:
+        return iter(list(self._by_order.values()))
+
+
+live = LiveTensors()  # a realize rewrites them all to read its buffers
 _program_order = itertools.count()
 # a realized tensor on a gradient path -> the graph that computed it (lives as long as the realized view)
 _graph_of: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
