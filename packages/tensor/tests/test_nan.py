@@ -88,3 +88,14 @@ def test_reductions_over_an_empty_axis(name, dev):
     np.testing.assert_allclose(got.numpy(), want.detach().numpy(), rtol=1e-6)
     got.sum().backward()
     assert x.grad is not None and x.grad.shape == (0, 3)
+
+
+@pytest.mark.parametrize("dev", ["CPU", "PYTHON"])
+def test_an_empty_reduce_beside_another_input(dev):
+    # the empty input's slot stays a kernel argument though nothing reads it: the runtimes pass buffers by position, so
+    # dropping it handed the next input's slot the empty buffer (0.25 came out as 0 or garbage)
+    e = Tensor(np.zeros((0, 6), np.float32), device=dev)
+    s = Tensor(np.float32(0.5), device=dev)
+    w = Tensor(np.arange(6, dtype=np.float32), device=dev)
+    np.testing.assert_allclose((e.sum() * 3 + s * s).numpy(), 0.25)
+    np.testing.assert_allclose((e.sum(0) + w * s).numpy(), np.arange(6) * 0.5)

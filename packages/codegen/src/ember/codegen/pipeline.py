@@ -86,6 +86,11 @@ def to_program(ast: UOp, renderer: Renderer, opts: list[Opt] | None = None) -> P
     name = kernel_name(sink)
     sink = lower(sink, renderer)
     uops = linearize(sink)
+    # every buffer slot stays an argument, read or not (a reduce over an empty range reads nothing of its input): the
+    # runtimes pass the kernel's buffers by position
+    kept = {u.arg for u in uops if u.op is Ops.PARAM}
+    uops = [p for p in sorted({u for u in ast.toposort() if u.op is Ops.PARAM}, key=lambda p: p.arg)
+            if p.arg not in kept] + list(uops)
     src = renderer.render(name, uops)
     if settings.DEBUG.value >= 4:
         print(src)
