@@ -4,6 +4,7 @@ the same code in PyTorch eager and torch.compile, CPU, same thread count, same w
     python tools/bench/bench_plain_llama.py                         # tiny preset, batch 4 x 256
     python tools/bench/bench_plain_llama.py --seq 1024 --batch 1 --no-compile
     python tools/bench/bench_plain_llama.py --load                  # also under load (busy.py): slowdowns
+    python tools/bench/bench_plain_llama.py --reps 3 --trainer      # 3 alternating processes each; the trainer's step
 
 "Plain" means what the trainer's model (ember.mlperf_llama.model) avoids by hand: rotate-half RoPE built with `cat`
 of the halves, key/value heads repeated by `expand` + `reshape` before attention, `embedding`, mean cross-entropy,
@@ -299,6 +300,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="threads of every framework (default: every core)")
     parser.add_argument("--no-compile", action="store_true", help="skip torch.compile")
     parser.add_argument("--load", action="store_true", help="also time the steps under busy_machine()")
+    parser.add_argument("--reps", type=int, default=1,
+                        help="processes per framework, alternating (the medians are over all their steps)")
     parser.add_argument("--trainer", action="store_true",
                         help="also the trainer's own step (ember.mlperf_llama, tiny preset) on the same sizes")
     parser.add_argument("--child", choices=["ember", "trainer", "eager", "compile"], help=argparse.SUPPRESS)
@@ -312,16 +315,23 @@ def main() -> None:
     names = {"ember": "ember", "trainer": "ember trainer", "eager": "torch eager", "compile": "torch.compile"}
     kinds = ["ember"] + (["trainer"] if args.trainer else []) + ["eager"] + ([] if args.no_compile else ["compile"])
     passed = [a for a in sys.argv[1:]]
-    results = {}
-    for kind in kinds:
-        out = subprocess.run([sys.executable, __file__, *passed, "--child", kind, "--threads", str(args.threads)],
-                             capture_output=True, text=True)
-        if out.returncode != 0:
-            raise RuntimeError(f"{kind}: exit code {out.returncode}\n{out.stderr[-4000:]}")
-        results[kind] = json.loads(out.stdout.strip().splitlines()[-1])
+    results: dict[str, dict[str, Any]] = {}
+    for _ in range(args.reps):  # processes alternate, so a burst of other work on the machine hits every framework
+        for kind in kinds:
+            out = subprocess.run([sys.executable, __file__, *passed, "--child", kind, "--threads", str(args.threads)],
+                                 capture_output=True, text=True)
+            if out.returncode != 0:
+                raise RuntimeError(f"{kind}: exit code {out.returncode}\n{out.stderr[-4000:]}")
+            got = json.loads(out.stdout.strip().splitlines()[-1])
+            if kind not in results:
+                results[kind] = got
+                continue
+            for key in ("unloaded", "loaded"):  # the step times pool; first steps and peaks: the first process's
+                results[kind][key] += got[key]
     tokens = args.batch * args.seq
     print(f"# preset {args.preset} layers {args.layers or 'preset'}, batch {args.batch} x seq {args.seq}, "
-          f"{args.threads} threads, {args.steps} timed steps (median); each framework in its own process")
+          f"{args.threads} threads; median of {args.reps} processes x {args.steps} timed steps per framework, "
+          f"processes alternating; load average {os.getloadavg()[0]:.2f} at the end")
     checked = [k for k in kinds if k != "trainer"]  # (the trainer's model has its own init)
     for kind in checked:
         print(f"# losses {names[kind]:13s} " + " ".join(f"{x:.6f}" for x in results[kind]["losses"]))
