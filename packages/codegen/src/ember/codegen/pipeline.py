@@ -89,8 +89,8 @@ def to_program(ast: UOp, renderer: Renderer, opts: list[Opt] | None = None) -> P
     # every buffer slot stays an argument, read or not (a reduce over an empty range reads nothing of its input): the
     # runtimes pass the kernel's buffers by position
     kept = {u.arg for u in uops if u.op is Ops.PARAM}
-    uops = [p for p in sorted({u for u in ast.toposort() if u.op is Ops.PARAM}, key=lambda p: p.arg)
-            if p.arg not in kept] + list(uops)
+    uops = tuple(p for p in sorted({u for u in ast.toposort() if u.op is Ops.PARAM}, key=lambda p: p.arg)
+                 if p.arg not in kept) + tuple(uops)
     src = renderer.render(name, uops)
     if settings.DEBUG.value >= 4:
         print(src)
