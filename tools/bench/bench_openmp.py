@@ -2,10 +2,10 @@
 
     python tools/bench/bench_openmp.py
     python tools/bench/bench_openmp.py --load                    # the table again under busy_machine()
-    GOMP_SPINCOUNT=300000 python tools/bench/bench_openmp.py --load   # libgomp's own spin, for comparison
+    GOMP_SPINCOUNT=300000 python tools/bench/bench_openmp.py --load   # libgomp's default spin, for comparison
 
 Prints median milliseconds per launch (Program(..., wait=True)) and the speedups over one thread. The OpenMP settings
-are the CPU device's (`openmp_environment`: a short spin) unless the environment sets them; they are printed."""
+are the CPU device's (`openmp_environment`: a passive wait) unless the environment sets them; they are printed."""
 
 from __future__ import annotations
 

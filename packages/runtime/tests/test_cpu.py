@@ -9,7 +9,7 @@ import pytest
 
 from ember.codegen import Opt, OptOps, to_program
 from ember.runtime import Buffer, CompileError, Device
-from ember.runtime.cpu import SPIN_COUNT, CPUCompiler, cpu_threads, openmp_environment
+from ember.runtime.cpu import WAIT_POLICY, CPUCompiler, cpu_threads, openmp_environment
 from ember.uops import AxisType, Ops, UOp, dtypes
 from ember.uops.settings import Context, usable_cores
 
@@ -110,34 +110,36 @@ def _libgomp_display(stderr):
     return dict(re.findall(r"^\s+([A-Z_]+) = '([^']*)'", stderr, re.M))
 
 
-@pytest.mark.parametrize("user_env, ours, spin_count", [
-    ({}, {"GOMP_SPINCOUNT": str(SPIN_COUNT), "OMP_NUM_THREADS": "cores"}, str(SPIN_COUNT)),
-    ({"OMP_WAIT_POLICY": "active"}, {"OMP_NUM_THREADS": "cores"}, "30000000000"),  # libgomp's own for active
-    ({"OMP_WAIT_POLICY": "passive", "OMP_NUM_THREADS": "1"}, {}, "0"),
-    ({"GOMP_SPINCOUNT": "1234"}, {"OMP_NUM_THREADS": "cores"}, "1234"),
+@pytest.mark.parametrize("user_env, ours, policy, spin_count", [
+    ({}, {"OMP_WAIT_POLICY": "passive", "OMP_NUM_THREADS": "cores"}, "PASSIVE", "0"),  # by default: no spin
+    ({"OMP_WAIT_POLICY": "active"}, {"OMP_NUM_THREADS": "cores"}, "ACTIVE", "30000000000"),  # libgomp's for active
+    ({"OMP_WAIT_POLICY": "PASSIVE", "OMP_NUM_THREADS": "1"}, {}, "PASSIVE", "0"),
+    ({"GOMP_SPINCOUNT": "1234"}, {"OMP_NUM_THREADS": "cores"}, None, "1234"),  # the user's spin, no policy of ours
 ])
-def test_libgomp_reads_the_settings_the_device_chose(user_env, ours, spin_count):
+def test_libgomp_reads_the_settings_the_device_chose(user_env, ours, policy, spin_count):
     ours = {k: str(usable_cores()) if v == "cores" else v for k, v in ours.items()}
     res = _fresh_process(LIBGOMP_SETTINGS.format(src=THREADS_SRC), OMP_DISPLAY_ENV="verbose", **user_env)
     assert res.stdout.split("\n")[0] == f"{sorted(ours.items())} False"
     shown = _libgomp_display(res.stderr)
     assert shown["GOMP_SPINCOUNT"] == spin_count, res.stderr
+    if policy is not None:
+        assert shown["OMP_WAIT_POLICY"] == policy, res.stderr
     assert shown["OMP_NUM_THREADS"] == user_env.get("OMP_NUM_THREADS", ours.get("OMP_NUM_THREADS")), res.stderr
 
 
 def test_openmp_environment_keeps_what_the_user_set(monkeypatch):
     for name in ("OMP_NUM_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT"):
         monkeypatch.delenv(name, raising=False)
-    assert openmp_environment() == {"OMP_NUM_THREADS": str(cpu_threads()), "GOMP_SPINCOUNT": str(SPIN_COUNT)}
+    assert openmp_environment() == {"OMP_NUM_THREADS": str(cpu_threads()), "OMP_WAIT_POLICY": WAIT_POLICY}
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
-    assert openmp_environment() == {"GOMP_SPINCOUNT": str(SPIN_COUNT)}
-    monkeypatch.setenv("OMP_WAIT_POLICY", "Passive")
+    assert openmp_environment() == {"OMP_WAIT_POLICY": WAIT_POLICY}
+    monkeypatch.setenv("OMP_WAIT_POLICY", "Active")
     assert openmp_environment() == {}
     monkeypatch.delenv("OMP_WAIT_POLICY")
-    with Context(OMP_WAIT_POLICY="passive"):  # a Context's policy goes into the environment libgomp reads
-        assert openmp_environment() == {"OMP_WAIT_POLICY": "passive"}
     monkeypatch.setenv("GOMP_SPINCOUNT", "infinite")
     assert openmp_environment() == {}
+    with Context(OMP_WAIT_POLICY="active"):  # a Context's policy goes into the environment libgomp reads
+        assert openmp_environment() == {"OMP_WAIT_POLICY": "active"}
     monkeypatch.setenv("OMP_WAIT_POLICY", "sometimes")
     with pytest.raises(ValueError, match="OMP_WAIT_POLICY='sometimes'"):
         openmp_environment()

@@ -4,8 +4,8 @@ Kernels are C functions `void name(float* restrict data0, const float* restrict 
 buffer pointers in slot order, then the int variables. The renderer puts `#pragma omp parallel for` on the THREAD
 loop; libgomp keeps its worker threads alive between kernels, so a launch costs no thread start. Before the first
 kernel loads libgomp, the device writes the OpenMP settings it chose into the environment (`openmp_environment`),
-each only where the user set none: the thread count (the usable cores) and a short spin of an idle thread before it
-sleeps, so that the threads neither starve other work on a shared machine nor miss back-to-back kernels.
+each only where the user set none: the thread count (the usable cores) and a passive wait (an idle thread sleeps, so
+the threads do not starve other work on a shared machine, nor wait on a descheduled spinner).
 """
 
 from __future__ import annotations
@@ -236,29 +236,30 @@ def cpu_threads() -> int:
     return settings.OMP_NUM_THREADS.value
 
 
-# How long an idle libgomp thread spins (pause loops, ~1 ms here) before it sleeps on a futex, when the user chose no
-# wait policy. libgomp's own default, 300,000 (~3 ms), lets a worker spin away its time slice on a machine busy with
-# other work while the thread a kernel waits for is descheduled (the tiny Llama's step 3-10x slower under load);
-# sleeping at once (passive) costs a futex wake per kernel (5-25% of the step unloaded). Chosen by
-# tools/bench/bench_llama_step.py --load among 1,000 / 10,000 / 100,000 / 300,000 / passive (RESULTS.md).
-SPIN_COUNT = 100_000
+# How an idle libgomp thread waits for the next kernel when the user chose nothing: passive, it sleeps on a futex at
+# once. libgomp's default spins ~300,000 pause loops first (milliseconds): on a machine shared with other work a
+# worker spins away its time slice while the thread a kernel's barrier waits for is descheduled. Measured with
+# tools/bench/bench_llama_step.py --load against spins of 1,000 to 300,000 (RESULTS.md, "Threads on a shared
+# machine"): passive held the tiny Llama's step at 1.4-2.4x its unloaded time where spinning went 3-10x, and was
+# the fastest even "unloaded" while other jobs ran; on a quiet machine it cost 6-20% (a futex wake per kernel).
+WAIT_POLICY = "passive"
 
 
 def openmp_environment() -> dict[str, str]:
     """The OpenMP variables the CPU device adds to the environment (where the user set none) before libgomp reads
-    them: `OMP_NUM_THREADS` = `cpu_threads()`, and how an idle thread waits: the `OMP_WAIT_POLICY` setting when one is
-    given (a `Context` too), else `GOMP_SPINCOUNT` = `SPIN_COUNT` unless the user set that. (libgomp lets
-    GOMP_SPINCOUNT override a policy's spin, so a user's policy is never paired with ours.) `OMP_DYNAMIC` is left
-    off: libgomp sizes a team by the 15-minute load average, which lags the machine's load by minutes and counts our
-    own threads' past work."""
+    them: `OMP_NUM_THREADS` = `cpu_threads()`, and how an idle thread waits: the `OMP_WAIT_POLICY` setting (a
+    `Context` too), by default `WAIT_POLICY` (passive), unless the user set `GOMP_SPINCOUNT` (libgomp lets it override
+    a policy's spin: theirs is kept alone). `OMP_DYNAMIC` is left off: libgomp sizes a team by the 15-minute load
+    average, which lags the machine's load by minutes and counts our own threads' past work."""
     env = {}
     if not os.environ.get("OMP_NUM_THREADS", "").strip():
         env["OMP_NUM_THREADS"] = str(cpu_threads())
-    if policy := settings.OMP_WAIT_POLICY.value:
-        if os.environ.get("OMP_WAIT_POLICY", "").strip().lower() != policy:
-            env["OMP_WAIT_POLICY"] = policy
-    elif not os.environ.get("GOMP_SPINCOUNT", "").strip():
-        env["GOMP_SPINCOUNT"] = str(SPIN_COUNT)
+    policy = settings.OMP_WAIT_POLICY.value
+    if not policy and os.environ.get("GOMP_SPINCOUNT", "").strip():
+        return env
+    policy = policy or WAIT_POLICY
+    if os.environ.get("OMP_WAIT_POLICY", "").strip().lower() != policy:
+        env["OMP_WAIT_POLICY"] = policy
     return env
 
 

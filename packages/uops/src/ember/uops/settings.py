@@ -150,7 +150,7 @@ def _omp_threads(raw: str) -> int:
 
 def _wait_policy(raw: str) -> str:
     if raw.lower() not in ("active", "passive"):
-        raise ValueError("expected active or passive (or empty: Ember's short spin, GOMP_SPINCOUNT)")
+        raise ValueError("expected active or passive (or empty: passive unless GOMP_SPINCOUNT is set)")
     return raw.lower()
 
 
@@ -159,11 +159,10 @@ OMP_NUM_THREADS = Flag("OMP_NUM_THREADS", usable_cores, _omp_threads,
                        "cores, `usable_cores()`: the CPU affinity capped by a cgroup CPU quota)")
 OMP_WAIT_POLICY = Flag("OMP_WAIT_POLICY", "", _wait_policy,
                        "how an idle OpenMP thread of the CPU device waits for the next kernel (OpenMP's variable): "
-                       "active spins, passive sleeps at once; unset, the CPU device sets libgomp's GOMP_SPINCOUNT "
-                       "(unless set) to 100000 (~1 ms of spinning) before sleeping, so that a machine shared with "
-                       "other work is not starved by spinning threads while back-to-back kernels still find theirs "
-                       "awake. "
-                       "tools/bench/bench_llama_step.py --load measures it")
+                       "active spins (libgomp: minutes), passive sleeps at once; unset, the CPU device sets passive "
+                       "(unless GOMP_SPINCOUNT is set), so that its threads do not starve other work on a shared "
+                       "machine; on a machine of your own, active saves a futex wake per kernel "
+                       "(tools/bench/bench_llama_step.py --load measures both)")
 EMBER_CACHE_DIR = Flag("EMBER_CACHE_DIR", lambda: str(Path.home() / ".cache" / "ember"), _str,
                        "the root of Ember's on-disk caches")
 
