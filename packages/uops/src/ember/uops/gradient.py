@@ -88,7 +88,8 @@ pm_gradient = PatternMatcher([
     (UPat(Ops.SIN, src=(UPat.var("x"),)),
      lambda ctx, x: (ctx * (_const_like(x, math.pi / 2) + -x).sin(),)),
     (UPat(Ops.NEG), lambda ctx: (-ctx,)),
-    (UPat(Ops.TRUNC, src=(UPat.var("x"),)), lambda ctx, x: (_const_like(x, 0.0),)),
+    # a step function: no gradient at all (a zero would meet an inf below it: x // 0 gave NaN gradients, torch's are 0)
+    (UPat(Ops.TRUNC), lambda ctx: (None,)),
     (UPat(Ops.ADD), lambda ctx: (ctx, ctx)),
     (UPat(Ops.MUL, src=(UPat.var("a"), UPat.var("b"))), lambda ctx, a, b: (ctx * b, ctx * a)),
     (UPat(Ops.FDIV, src=(UPat.var("a"), UPat.var("b"))),

@@ -7,7 +7,7 @@ import math
 from typing import TYPE_CHECKING
 
 from ember.tensor.ops.args import normalize_axis
-from ember.uops import Ops, dtypes
+from ember.uops import DType, Ops, dtypes
 
 if TYPE_CHECKING:  # at run time ember.tensor.tensor binds Tensor here: it is the class built on this mixin
     from ember.tensor.tensor import Tensor
@@ -29,8 +29,7 @@ class ActivationMixin:
         finite, so the gradient there is 0, not inf * 0 (the result is below 1e-38 either way). x is read once: it
         fuses into the kernel that makes it."""
         x = self.float_()
-        low = -11.0 if x.dtype == dtypes.float16 else -700.0 if x.dtype == dtypes.float64 else -88.0
-        return (1 + (-x.maximum(low)).exp()).reciprocal()
+        return (1 + (-x.maximum(_exp_floor(x.dtype))).exp()).reciprocal()
 
     def tanh(self) -> Tensor:
         """2 * sigmoid(2x) - 1."""
@@ -41,8 +40,10 @@ class ActivationMixin:
         return (self > 0).where(self, self * neg_slope)
 
     def silu(self) -> Tensor:
-        """x * sigmoid(x) (as x / (1 + exp(-x)): the kernels the trainer's SwiGLU was tuned on)."""
-        return self * (1 + (-self.float_()).exp()).reciprocal()
+        """x * sigmoid(x), sigmoid taken as 0 below -88 (float32): x * 0 there, and a gradient 0, not inf * 0 = NaN."""
+        x = self.float_()
+        low = _exp_floor(x.dtype)
+        return self * (x < low).where(0.0, (1 + (-x.maximum(low)).exp()).reciprocal())
 
     swish = silu
 
@@ -144,3 +145,8 @@ class ActivationMixin:
         """x where x > 0, else alpha * (exp(x) - 1) (the exp of min(x, 0): no overflow in the branch not taken)."""
         x = self.float_()
         return (x > 0).where(x, alpha * ((x > 0).where(0.0, x)).expm1())
+
+
+def _exp_floor(dtype: DType) -> float:
+    # the x below which exp(-x) overflows the float dtype, and 1 / (1 + exp(-x)) is 0 to it
+    return -11.0 if dtype == dtypes.float16 else -700.0 if dtype == dtypes.float64 else -88.0

@@ -4,6 +4,7 @@ broadcasting, dtype promotion, Python scalars as tensors, Python's rounding) and
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ember.tensor.ops.args import ArgumentError, DTypeError, ShapeError, to_dtype
@@ -169,7 +170,8 @@ class TensorElementwiseMixin(ElementwiseMixin):
         fl = div.floor()
         fl = (div - fl > 0.5).where(fl + 1, fl)
         quotient = a.alu(Ops.FDIV, b)
-        q = (b == 0).where(quotient, (div == 0).where(quotient._sign_bit().where(-0.0, 0.0), fl))
+        # (x / 0 is +-inf or NaN, which trunc keeps: through it no gradient, torch's 0, rather than inf)
+        q = (b == 0).where(quotient.trunc(), (div == 0).where(quotient._sign_bit().where(-0.0, 0.0), fl))
         return self._math_out(q), self._math_out(rem)
 
     def _floordiv(self, x: Any, reverse: bool = False) -> Tensor:
@@ -206,6 +208,8 @@ class TensorElementwiseMixin(ElementwiseMixin):
             if exponent < 0:
                 raise ArgumentError(f"pow: integers to negative integer powers are not allowed (exponent {exponent})")
             return self._int_pow(exponent)
+        if isinstance(exponent, float) and exponent == 0.5 and dtypes.is_float(self.dtype):
+            return self.sqrt()  # (as torch: sqrt(-0.0) is -0.0, sqrt(-inf) NaN, where C's pow gives 0.0 and inf)
         x, y = self._broadcasted(exponent)
         if not dtypes.is_float(x.dtype):
             return x._int_pow_tensor(y)
@@ -260,16 +264,19 @@ class TensorElementwiseMixin(ElementwiseMixin):
     # *** more of PyTorch's elementwise math ***
     def atan2(self, x: Any) -> Tensor:
         """The angle of the point (x, self) in (-pi, pi], as torch.atan2(self, x) (the signs of zeros count)."""
-        y, x = self._broadcasted(x)
-        if not dtypes.is_float(y.dtype):
-            y, x = y.float(), x.float()
-        q = (y / x).atan()
-        y_neg, x_neg = y._sign_bit(), x._sign_bit()
-        out = x_neg.logical_and(x != 0).where(y_neg.where(q - math.pi, q + math.pi), q)
-        both_zero = (x == 0).logical_and(y == 0)  # atan2(+-0, +0) = +-0, atan2(+-0, -0) = +-pi
-        out = both_zero.where(x_neg.where(math.pi, 0.0).copysign(y), out)
-        both_inf = x.isinf().logical_and(y.isinf())
-        return both_inf.where((x > 0).where(math.pi / 4, 3 * math.pi / 4).copysign(y), out)
+        y0, x0 = self._broadcasted(x)
+        y, x = (y0._math_in(), x0._math_in()) if dtypes.is_float(y0.dtype) else (y0.float(), x0.float())
+        # atan of the smaller magnitude over the larger, in [0, 1], reflected into the octant: no y / 0 (whose inf
+        # lost the sign of a -0.0 x and made NaN gradients at x == 0), the signs of zeros counted by their sign bits
+        x_neg, sign_y = x._sign_bit(), y._sign_bit().where(-1.0, 1.0).cast(y.dtype)
+        ay, ax = y * sign_y, x * x_neg.where(-1.0, 1.0).cast(x.dtype)  # |y|, |x| with gradients +-1
+        steep = ay > ax
+        num, den = steep.where(ax, ay), steep.where(ay, ax)
+        both_inf = ax.isinf().logical_and(ay.isinf())
+        flat = (num == 0).logical_and(den == 0).logical_or(both_inf)  # atan2(+-0, +-0), atan2(+-inf, +-inf): 0 or 1
+        r = flat.where(both_inf.where(1.0, 0.0), num / flat.where(1.0, den))
+        ang = steep.where(math.pi / 2 - r.atan(), r.atan())
+        return y0._math_out(x_neg.where(math.pi - ang, ang) * sign_y)
 
     def hypot(self, x: Any) -> Tensor:
         """sqrt(self^2 + x^2), scaled by the larger magnitude so that it does not overflow."""
@@ -303,7 +310,7 @@ class TensorElementwiseMixin(ElementwiseMixin):
         """log(x / (1 - x)), with x clamped to [eps, 1 - eps] when eps is given."""
         x = self.float_()
         x = x if eps is None else x.clip(eps, 1 - eps)
-        return (x / (1 - x)).log()
+        return x.log() - (-x).log1p()  # (not log(x / (1 - x)): its gradient at 0 and 1 is inf, as torch's, not NaN)
 
     def xlogy(self, y: Any) -> Tensor:
         """self * log(y), and 0 where self is 0 (unless y is NaN)."""
@@ -482,21 +489,16 @@ class TensorElementwiseMixin(ElementwiseMixin):
     def _math_out(self, out: Tensor) -> Tensor:
         return out.cast(self.dtype) if dtypes.is_float(self.dtype) else out
 
+    def _odd(self, magnitude_fn: Callable[[Tensor], Tensor]) -> Tensor:
+        # f(x) = s * f(s * x) for an odd f, s = -1 or 1 by x's sign bit (a constant to autograd): the gradient is
+        # f'(|x|) everywhere, 0 included (through abs or sign it would be 0 there), and f(-0.0) is -0.0 as torch's
+        s = self._sign_bit().where(-1.0, 1.0).cast(self.dtype)
+        return magnitude_fn(self * s) * s
+
     def asin(self) -> Tensor:
         """arcsin(x) in [-pi/2, pi/2] (NaN outside [-1, 1]), odd: on t = |x|, an odd polynomial (Cephes' asinf) up to
         0.5, and pi/2 - 2 asin(sqrt((1 - t) / 2)) above."""
-        x = self._math_in()
-        t = x.abs()
-        big = t > 0.5
-        half = big.where(0.5 * (1 - t), 1.0)  # (the branch not taken stays in sqrt's domain: no NaN gradient)
-        s = big.where(half.sqrt(), t)
-        z = big.where(half, t * t)
-        p = 0.0
-        for c in (4.2163199048e-2, 2.4181311049e-2, 4.5470025998e-2, 7.4953002686e-2, 1.6666752422e-1):
-            p = p * z + c
-        a = p * z * s + s
-        ang = big.where(math.pi / 2 - 2 * a, a)
-        return self._math_out((x < 0).where(-ang, ang))
+        return self._math_out(self._math_in()._odd(_asin_magnitude))
 
     def acos(self) -> Tensor:
         """arccos(x) in [0, pi] (NaN outside [-1, 1]): pi/2 - asin(x)."""
@@ -505,16 +507,7 @@ class TensorElementwiseMixin(ElementwiseMixin):
     def atan(self) -> Tensor:
         """arctan(x) in (-pi/2, pi/2), odd: on t = |x| reduced to r in [-0.42, 0.42] (t, (t - 1) / (t + 1) + pi/4 or
         -1/t + pi/2), then an odd polynomial (Cephes' atanf)."""
-        x = self._math_in()
-        t = x.abs()
-        big, mid = t > 2.414213562373095, t > 0.41421356237309503
-        r = big.where(-t.maximum(1).reciprocal(), mid.where((t - 1) / (t + 1), t))  # (maximum: no 1/0 untaken)
-        z = r * r
-        p = 0.0
-        for c in (8.05374449538e-2, -1.38776856032e-1, 1.99777106478e-1, -3.33329491539e-1):
-            p = p * z + c
-        ang = big.where(math.pi / 2, mid.where(math.pi / 4, 0.0)) + (p * z * r + r)
-        return self._math_out((x < 0).where(-ang, ang))
+        return self._math_out(self._math_in()._odd(_atan_magnitude))
 
     def sinh(self) -> Tensor:
         """(e^x - e^-x) / 2: through expm1 for |x| < 1, so that small x keeps its precision."""
@@ -535,13 +528,7 @@ class TensorElementwiseMixin(ElementwiseMixin):
 
     def asinh(self) -> Tensor:
         """log(x + sqrt(x^2 + 1)), odd: on |x| as log1p(t + t^2 / (1 + sqrt(1 + t^2))), and log(2t) for huge t."""
-        x = self._math_in()
-        t = x.abs()
-        huge = t > 1e9
-        s = huge.where(0.0, t)  # (no t^2 overflow in the branch that is not taken)
-        small = (s + s * s / (1 + (s * s + 1).sqrt())).log1p()
-        out = huge.where(t.maximum(1).log() + math.log(2), small)
-        return self._math_out((x < 0).where(-out, out))
+        return self._math_out(self._math_in()._odd(_asinh_magnitude))
 
     def acosh(self) -> Tensor:
         """log(x + sqrt(x^2 - 1)) for x >= 1 (NaN below): log1p(t + sqrt(2t + t^2)) on t = x - 1, and log(2x) for huge
@@ -652,10 +639,7 @@ class TensorElementwiseMixin(ElementwiseMixin):
 
     def erf(self) -> Tensor:
         """The error function, by Abramowitz & Stegun 7.1.26 (absolute error below 1.5e-7)."""
-        x = self.float_()
-        t = 1 / (1 + 0.3275911 * x.abs())
-        poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
-        return x.sign() * (1 - poly * (-x * x).exp())
+        return self.float_()._odd(_erf_magnitude)
 
     def lerp(self, end: Any, weight: Any) -> Tensor:
         """self + weight * (end - self)."""
@@ -750,3 +734,42 @@ class TensorElementwiseMixin(ElementwiseMixin):
         """Elementwise `xor` of the truth values."""
         a, b = self._broadcasted(x)
         return a.cast(dtypes.bool).alu(Ops.XOR, b.cast(dtypes.bool))
+
+
+# *** odd functions on t = |x| >= 0 (Tensor._odd gives them their sign) ***
+def _asin_magnitude(t: Tensor) -> Tensor:
+    big = t > 0.5
+    half = big.where(0.5 * (1 - t), 1.0)  # (the branch not taken stays in sqrt's domain: no NaN gradient)
+    s = big.where(half.sqrt(), t)
+    z = big.where(half, t * t)
+    p: Any = 0.0
+    for c in (4.2163199048e-2, 2.4181311049e-2, 4.5470025998e-2, 7.4953002686e-2, 1.6666752422e-1):
+        p = p * z + c
+    a = p * z * s + s
+    return big.where(math.pi / 2 - 2 * a, a)
+
+
+def _atan_magnitude(t: Tensor) -> Tensor:
+    big, mid = t > 2.414213562373095, t > 0.41421356237309503
+    m = big.where(1.0, t)  # (no inf / inf in the branch not taken: a NaN gradient at +-inf)
+    r = big.where(-t.maximum(1).reciprocal(), mid.where((m - 1) / (m + 1), t))  # (maximum: no 1/0 untaken)
+    z = r * r
+    p: Any = 0.0
+    for c in (8.05374449538e-2, -1.38776856032e-1, 1.99777106478e-1, -3.33329491539e-1):
+        p = p * z + c
+    return big.where(math.pi / 2, mid.where(math.pi / 4, 0.0)) + (p * z * r + r)
+
+
+def _asinh_magnitude(t: Tensor) -> Tensor:
+    huge = t > 1e9
+    s = huge.where(0.0, t)  # (no t^2 overflow in the branch that is not taken)
+    small = (s + s * s / (1 + (s * s + 1).sqrt())).log1p()
+    return huge.where(t.maximum(1).log() + math.log(2), small)
+
+
+def _erf_magnitude(x: Tensor) -> Tensor:
+    # Abramowitz & Stegun 7.1.26; erf is 1 in float64 from 6 on: t is held there so that the gradient is 0 at inf
+    t = x.minimum(6.0)
+    u = 1 / (1 + 0.3275911 * t)
+    poly = u * (0.254829592 + u * (-0.284496736 + u * (1.421413741 + u * (-1.453152027 + u * 1.061405429))))
+    return 1 - poly * (-t * t).exp()

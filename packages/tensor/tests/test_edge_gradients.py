@@ -1,0 +1,117 @@
+"""Forward values and gradients at the edges (0, -0.0, +-inf, huge and tiny floats) against PyTorch, for the ops an
+external op suite found off there: the odd functions computed on |x| (erf, atan, asin, asinh: gradient 0 at 0 through
+abs/sign), silu below -88 (inf * 0), logit at 0 and 1, atan2 with signed zeros and x == 0, x ** 0.5, and the gradients
+of rounded divisions (0, never NaN)."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from ember.tensor import Tensor
+from ember.uops import dtypes
+
+EDGE = [0.0, -0.0, 1e-30, -1e-30, 0.3, -0.7, 1.0, -1.0, 2.5, -3.0, 20.0, -20.0, 88.5, -88.5, 100.0, -100.0, 1e30, -1e30,
+        3.4e38, -3.4e38, math.inf, -math.inf]
+
+
+def _run(f_torch, f_ember, *arrays):
+    ts = [torch.tensor(a, dtype=torch.float32, requires_grad=True) for a in arrays]
+    out_t = f_torch(*ts)
+    out_t.sum().backward()
+    es = [Tensor(np.asarray(a, np.float32), requires_grad=True) for a in arrays]
+    out_e = f_ember(*es)
+    out_e.sum().backward()
+    return out_t.detach().numpy(), out_e.numpy(), [t.grad.numpy() for t in ts], [e.grad.numpy() for e in es]
+
+
+def _assert_close(want, got, rtol, atol, what):
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, equal_nan=True, err_msg=what)
+
+
+UNARY = {
+    "erf": (torch.erf, lambda x: x.erf()),
+    "erfc": (torch.erfc, lambda x: x.erfc()),
+    "atan": (torch.atan, lambda x: x.atan()),
+    "arctan": (torch.arctan, lambda x: x.arctan()),
+    "asinh": (torch.asinh, lambda x: x.asinh()),
+    "silu": (F.silu, lambda x: x.silu()),
+    "gelu": (F.gelu, lambda x: x.gelu()),
+}
+
+
+@pytest.mark.parametrize("name", list(UNARY))
+def test_unary_forward_and_gradient_at_the_edges(name):
+    f_torch, f_ember = UNARY[name]
+    # (torch's gelu overflows from 3.4e38 (0.5 * x last), ours not, and silu's gradient at -inf is NaN, ours 0)
+    xs = [x for x in EDGE if not (name in ("gelu", "silu") and abs(x) > 1e38)]
+    want, got, gt, ge = _run(f_torch, f_ember, np.array(xs))
+    _assert_close(want, got, 2e-6, 1e-6, f"{name} forward")
+    _assert_close(gt[0], ge[0], 1e-5, 1e-6, f"{name} gradient")  # (erf at 0: 2 / sqrt(pi), not 0)
+
+
+@pytest.mark.parametrize("name", ["erf", "atan", "asinh", "asin", "sinh"])
+def test_odd_functions_keep_the_sign_of_zero(name):
+    got = getattr(Tensor(np.array([0.0, -0.0], np.float32)), name)().numpy()
+    assert list(np.signbit(got)) == [False, True], f"{name}(+-0.0) gave {got}"
+
+
+def test_asin_gradient_at_zero_and_inside():
+    xs = np.array([0.0, -0.0, 0.25, -0.5, 0.75, -0.99])
+    want, got, gt, ge = _run(torch.asin, lambda x: x.asin(), xs)
+    _assert_close(want, got, 2e-6, 1e-6, "asin forward")
+    _assert_close(gt[0], ge[0], 1e-5, 1e-6, "asin gradient")
+
+
+def test_logit_gradient_is_inf_at_0_and_1():
+    xs = np.array([0.0, 1.0, 0.25, 0.5, 0.9])
+    want, got, gt, ge = _run(torch.logit, lambda x: x.logit(), xs)
+    _assert_close(want, got, 1e-6, 1e-6, "logit forward")
+    _assert_close(gt[0], ge[0], 1e-5, 1e-6, "logit gradient")
+
+
+def test_atan2_signed_zeros_infinities_and_gradient_at_x_zero():
+    vals = [0.0, -0.0, 1.0, -2.5, math.inf, -math.inf, math.nan]
+    ys = np.array([y for y in vals for _ in vals])
+    xs = np.array([x for _ in vals for x in vals])
+    want, got, gt, ge = _run(torch.atan2, lambda y, x: y.atan2(x), ys, xs)
+    _assert_close(want, got, 1e-6, 1e-6, "atan2 forward")
+    assert (np.signbit(want) == np.signbit(got))[~np.isnan(want)].all(), "atan2: sign of a zero result"
+    finite = np.isfinite(ys) & np.isfinite(xs)  # (torch's gradient at an infinite input is NaN, ours 0: both untaken)
+    for i in range(2):
+        _assert_close(gt[i][finite], ge[i][finite], 1e-5, 1e-6, f"atan2 gradient {i}")
+
+
+def test_atan2_keeps_16_bit_dtypes_and_makes_ints_float():
+    y, x = np.array([1.0, -2.0, 0.5]), np.array([-1.0, 3.0, 0.0])
+    for dt, tdt in [(dtypes.float16, torch.float16), (dtypes.bfloat16, torch.bfloat16)]:
+        got = Tensor(y, dtype=dt).atan2(Tensor(x, dtype=dt))
+        assert got.dtype == dt
+        want = torch.tensor(y, dtype=tdt).atan2(torch.tensor(x, dtype=tdt))
+        np.testing.assert_allclose(got.float().numpy(), want.float().numpy(), rtol=1e-2, atol=1e-2)
+    got = Tensor([1, -2]).atan2(Tensor([0, 3]))
+    assert got.dtype == dtypes.float32
+    np.testing.assert_allclose(got.numpy(), torch.tensor([1, -2]).atan2(torch.tensor([0, 3])).numpy(), rtol=1e-6)
+
+
+def test_pow_one_half_is_sqrt_as_torch():  # (torch's x ** -0.5 is rsqrt forward, pow backward: left as pow)
+    xs = np.array([-0.0, 0.0, 4.0, -math.inf, math.inf, -1.0, 2.0])
+    for e in (0.5, 2.0):
+        want, got, gt, ge = _run(lambda x, e=e: x ** e, lambda x, e=e: x ** e, xs)
+        _assert_close(want, got, 1e-6, 1e-6, f"x ** {e}")
+        assert (np.signbit(want) == np.signbit(got))[~np.isnan(want)].all()
+        _assert_close(gt[0], ge[0], 1e-6, 1e-6, f"x ** {e} gradient")
+
+
+@pytest.mark.parametrize("mode", ["floor", "trunc"])
+def test_rounded_division_has_zero_gradients_even_by_zero(mode):
+    a = np.array([1.0, -1.0, 0.0, 3.0, math.inf, 2.0])
+    b = np.array([0.0, -0.0, 0.0, 2.0, 1.0, math.inf])
+    want, got, gt, ge = _run(lambda x, y: x.div(y, rounding_mode=mode), lambda x, y: x.div(y, rounding_mode=mode), a, b)
+    _assert_close(want, got, 0, 0, f"div {mode}")
+    for g in ge:
+        assert (g == 0).all(), f"div {mode}: gradient {g}"
+    _, _, _, ge = _run(lambda x, y: (x / y).floor() + x, lambda x, y: (x / y).floor() + x, a, b)
+    assert (ge[0] == 1).all() and (ge[1] == 0).all()
