@@ -312,3 +312,37 @@ def test_integer_sums_are_int64(dtype):
         got, want = f(Tensor(a)), f(torch.tensor(a))
         assert got.dtype == dtypes.int64 and want.dtype == torch.int64
         np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_cat_and_stack_of_a_list_take_dim_positionally():
+    a, b = data(2, 3), data(2, 3)
+    compare(lambda x, y: Tensor.cat([x, y], 1), lambda x, y: torch.cat([x, y], 1), a, b)
+    compare(lambda x, y: Tensor.cat((x, y * 2), -1), lambda x, y: torch.cat((x, y * 2), -1), a, b)
+    compare(lambda x, y: Tensor.stack([x, y], 1), lambda x, y: torch.stack([x, y], 1), a, b)
+    compare(lambda x, y: Tensor.stack((x, y), -1), lambda x, y: torch.stack((x, y), -1), a, b)
+    with pytest.raises(TypeError, match="not a Tensor"):
+        Tensor.cat([Tensor(a)], Tensor(b), 1)
+
+
+def test_bool_float_int_of_a_one_element_tensor():
+    assert bool(Tensor([1.5]) > 1) is True and bool(Tensor(0)) is False
+    assert (Tensor([[1, 2]]) == Tensor([[1, 2]])).all() and not (Tensor([1, 2]) == Tensor([1, 3])).all()
+    assert float(Tensor(2.5)) == 2.5 and int(Tensor([[7]])) == 7 and int(Tensor(-2.7)) == int(torch.tensor(-2.7))
+    with pytest.raises(RuntimeError, match="ambiguous"):
+        bool(Tensor([1, 2]))
+    with pytest.raises(ValueError, match="one element"):
+        float(Tensor.zeros(0))
+
+
+def test_every_tensor_method_is_an_nn_function_with_torch_keywords():
+    x = data(3, 4)
+    compare(lambda t: nn.leaky_relu(t, negative_slope=0.2), lambda t: F.leaky_relu(t, negative_slope=0.2), x)
+    compare(lambda t: t.leaky_relu(negative_slope=0.3), lambda t: F.leaky_relu(t, negative_slope=0.3), x)
+    compare(lambda t: nn.softmax(t, dim=0), lambda t: F.softmax(t, dim=0), x)
+    compare(lambda t: nn.gelu(t, approximate="tanh"), lambda t: F.gelu(t, approximate="tanh"), x)
+    compare(lambda t: nn.pad(t, (1, 2)), lambda t: F.pad(t, (1, 2)), x)
+    compare(lambda t: nn.silu(t) + nn.relu6(t) + nn.hardswish(t), lambda t: F.silu(t) + F.relu6(t) + F.hardswish(t), x)
+    with pytest.raises(AttributeError, match="no attribute 'not_an_op'"):
+        nn.not_an_op  # noqa: B018
+    with pytest.raises(TypeError, match="expected a Tensor"):
+        nn.relu(x)

@@ -115,3 +115,33 @@ def test_rounded_division_has_zero_gradients_even_by_zero(mode):
         assert (g == 0).all(), f"div {mode}: gradient {g}"
     _, _, _, ge = _run(lambda x, y: (x / y).floor() + x, lambda x, y: (x / y).floor() + x, a, b)
     assert (ge[0] == 1).all() and (ge[1] == 0).all()
+
+
+def test_std_gradient_is_zero_on_a_constant_row():
+    x = np.array([[3.0, 3.0, 3.0, 3.0], [1.0, 2.0, 0.5, -1.0], [0.0, 0.0, 0.0, 0.0]])
+    for f in (lambda t: t.std(1), lambda t: t.std(dim=1, keepdim=True), lambda t: t.std(),
+              lambda t: t.std(1, correction=0)):
+        want, got, gt, ge = _run(f, f, x)
+        _assert_close(want, got, 1e-6, 1e-6, "std forward")
+        _assert_close(gt[0], ge[0], 1e-5, 1e-6, "std gradient")
+
+
+@pytest.mark.parametrize("name", ["std", "var", "mean", "sum", "logsumexp"])
+@pytest.mark.parametrize("dim", [0, -1])
+def test_reductions_of_a_0d_tensor_over_dim_0(name, dim):
+    want = getattr(torch.tensor(1.5), name)(dim)
+    got = getattr(Tensor(1.5), name)(dim)
+    assert got.shape == tuple(want.shape)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), equal_nan=True)  # (std and var: NaN, 0 / 0)
+
+
+def test_max_gradient_goes_to_the_nan_that_is_the_max():
+    x = np.array([1.0, math.nan, 2.0, 0.5])
+    want, got, gt, ge = _run(lambda t: t.max(), lambda t: t.max(), x)
+    _assert_close(want, got, 0, 0, "max forward")
+    _assert_close(gt[0], ge[0], 0, 0, "max gradient")  # [0, 1, 0, 0], was NaN everywhere (mask empty: 0 / 0)
+    x2 = np.array([[1.0, math.nan, 2.0], [3.0, 3.0, 0.0]])
+    want, got, gt, ge = _run(lambda t: t.min(), lambda t: t.min(), x2)
+    _assert_close(gt[0], ge[0], 0, 0, "min gradient")
+    _, _, _, ge = _run(lambda t: t.amax(1), lambda t: t.max(1), x2)
+    _assert_close(np.array([[0, 1, 0], [0.5, 0.5, 0]]), ge[0], 0, 0, "max(1) gradient")

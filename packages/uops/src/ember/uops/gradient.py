@@ -49,9 +49,11 @@ def _max_grad(ctx: UOp, ret: UOp, a: UOp, b: UOp) -> tuple[UOp | None, UOp | Non
 
 
 def _reduce_max_grad(ctx: UOp, ret: UOp, x: UOp) -> tuple[UOp]:
-    # every position holding the max shares the gradient equally
+    # every position holding the max shares the gradient equally; a NaN max is held by the NaNs (as torch)
     axes = ret.arg[1]
-    mask = x.eq(ret.expand(x.shape)).where(_const_like(x, 1.0), _const_like(x, 0.0))
+    r = ret.expand(x.shape)
+    held = x.eq(r) | (x.ne(x) & r.ne(r)) if dtypes.is_float(x.dtype) else x.eq(r)
+    mask = held.where(_const_like(x, 1.0), _const_like(x, 0.0))
     count = mask.reduce_axis(Ops.ADD, axes)
     return ((ctx * count.reciprocal()).expand(x.shape) * mask,)
 

@@ -1,5 +1,7 @@
 """ember.tensor.nn: layers and their functional forms, model state (state dicts, safetensors) and optimizers."""
 
+from typing import Any
+
 from ember.tensor.nn import optim
 from ember.tensor.nn.layers import (  # torch.nn.functional's names
     BatchNorm,
@@ -78,3 +80,20 @@ __all__ = [
     "adaptive_max_pool2d", "adaptive_max_pool3d",
     "get_parameters", "get_state_dict", "load_state_dict", "safe_load", "safe_load_metadata", "safe_save",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Every other Tensor method as a function of its tensor, as torch.nn.functional has them: `nn.relu(x)`,
+    `nn.softmax(x, dim=1)`, `nn.leaky_relu(x, negative_slope=0.2)`, `nn.pad(x, (1, 1))`."""
+    from ember.tensor.tensor import Tensor
+    method = getattr(Tensor, name, None) if not name.startswith("_") else None
+    if not callable(method) or isinstance(method, type):
+        raise AttributeError(f"module 'ember.tensor.nn' has no attribute {name!r}")
+
+    def functional(x: Tensor, *args: Any, **kwargs: Any) -> Any:
+        if not isinstance(x, Tensor):
+            raise TypeError(f"{name}: expected a Tensor as the first argument, got {type(x).__name__}")
+        return getattr(x, name)(*args, **kwargs)
+    functional.__name__ = functional.__qualname__ = name
+    functional.__doc__ = method.__doc__
+    return functional

@@ -35,9 +35,10 @@ class ActivationMixin:
         """2 * sigmoid(2x) - 1."""
         return 2 * (2 * self.float_()).sigmoid() - 1
 
-    def leaky_relu(self, neg_slope: float = 0.01) -> Tensor:
-        """x where x > 0, else neg_slope * x."""
-        return (self > 0).where(self, self * neg_slope)
+    def leaky_relu(self, neg_slope: float = 0.01, negative_slope: float | None = None) -> Tensor:
+        """x where x > 0, else neg_slope * x (`negative_slope=`, torch's name, too)."""
+        slope = neg_slope if negative_slope is None else negative_slope
+        return (self > 0).where(self, self * slope)
 
     def silu(self) -> Tensor:
         """x * sigmoid(x), sigmoid taken as 0 below -88 (float32): x * 0 there, and a gradient 0, not inf * 0 = NaN."""

@@ -449,8 +449,23 @@ class TensorElementwiseMixin(ElementwiseMixin):
     def __ne__(self, x: Any) -> Tensor: return self.ne(x)  # type: ignore[override]
     __hash__ = object.__hash__
 
+    # bool(), float() and int() of a one-element tensor read its value, as torch's and numpy's (a sync)
     def __bool__(self) -> bool:
-        raise TypeError("bool() of a Tensor is ambiguous (== is elementwise); use .item(), .any() or .all()")
+        if self.numel() != 1:  # type: ignore[attr-defined]
+            raise RuntimeError(f"bool() of a Tensor of shape {self.shape} is ambiguous (== is elementwise): only a "
+                               "tensor of one element has a truth value; use .any() or .all()")
+        return bool(self.item())  # type: ignore[attr-defined]
+
+    def __float__(self) -> float:
+        return float(self._one_value("float"))
+
+    def __int__(self) -> int:
+        return int(self._one_value("int"))
+
+    def _one_value(self, op: str) -> Any:
+        if self.numel() != 1:  # type: ignore[attr-defined]
+            raise ValueError(f"{op}(): only a tensor of one element can be converted, this one has shape {self.shape}")
+        return self.item()  # type: ignore[attr-defined]
 
     # *** math ***
     def exp(self) -> Tensor: return (self.float_() * (1 / math.log(2))).exp2()

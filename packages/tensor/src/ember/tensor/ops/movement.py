@@ -444,6 +444,8 @@ class MovementMixin:
         if isinstance(self, (tuple, list)):
             if not self:
                 raise ValueError("cat: expected a non-empty list of Tensors")
+            if len(args) == 1 and isinstance(args[0], int):  # torch's Tensor.cat([a, b], 1)
+                args, dim = (), args[0]
             return self[0].cat(*self[1:], *args, dim=dim)
         tensors = (self, *args)
         for i, t in enumerate(tensors):
@@ -471,6 +473,8 @@ class MovementMixin:
         """Join same-shape tensors along a new dim: `a.stack(b, dim=0)` or `Tensor.stack((a, b))` -> shape
         (2, *a.shape)."""
         if isinstance(self, (tuple, list)):
+            if len(args) == 1 and isinstance(args[0], int):  # torch's Tensor.stack([a, b], 1)
+                args, dim = (), args[0]
             if not self or args:
                 raise ValueError("stack: expected one non-empty sequence of Tensors, or the Tensors as arguments")
             return self[0].stack(*self[1:], dim=dim)

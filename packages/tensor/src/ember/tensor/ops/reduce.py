@@ -261,7 +261,7 @@ class ReduceMixin:
         `unbiased=False` is correction=0)."""
         correction = correction if unbiased is None else int(unbiased)
         axes = normalize_axis(axis, self.ndim, "var")
-        n = int(prod([self.shape[a] for a in axes]))
+        n = int(prod([self.shape[a] for a in axes])) if self.ndim else 1  # (a 0-d tensor's dim 0 is its one value)
         x = self.float_()
         sq = (x - x.mean(axes, keepdim=True)).square().sum(axes, keepdim)
         return sq / Tensor(max(0, n - correction), self.device, dtypes.float32).cast(sq.dtype)
@@ -269,8 +269,11 @@ class ReduceMixin:
     @torch_axis_name()
     def std(self, axis: int | Sequence[int] | None = None, keepdim: bool = False,
             correction: int | float = 1, unbiased: bool | None = None) -> Tensor:
-        """The standard deviation over `axis`: sqrt(var(axis, keepdim, correction, unbiased))."""
-        return self.var(axis, keepdim, correction, unbiased).sqrt()
+        """The standard deviation over `axis`: sqrt(var(axis, keepdim, correction, unbiased)), with gradient 0 where it
+        is 0 (a constant row), as torch (sqrt's would be 1 / 0 times 0: NaN)."""
+        v = self.var(axis, keepdim, correction, unbiased)
+        zero = v == 0
+        return zero.where(0.0, zero.where(1.0, v).sqrt())
 
     @torch_axis_name()
     def var_mean(self, axis: int | Sequence[int] | None = None, keepdim: bool = False,
