@@ -145,3 +145,18 @@ def test_max_gradient_goes_to_the_nan_that_is_the_max():
     _assert_close(gt[0], ge[0], 0, 0, "min gradient")
     _, _, _, ge = _run(lambda t: t.amax(1), lambda t: t.max(1), x2)
     _assert_close(np.array([[0, 1, 0], [0.5, 0.5, 0]]), ge[0], 0, 0, "max(1) gradient")
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_binary_cross_entropy_gradient_at_saturated_probabilities(reduction):
+    # a float32 sigmoid saturates to exactly 1.0 from x = 17: torch's gradient there is (p - y) / max(p (1 - p), 1e-12)
+    p = np.array([0.0, 1.0, 0.5, 1.0, 0.0, 0.3, 1.0])
+    y = np.array([0.0, 1.0, 1.0, 0.0, 1.0, 0.6, 0.25])
+    pt, yt = torch.tensor(p, dtype=torch.float32, requires_grad=True), torch.tensor(y, dtype=torch.float32)
+    want = F.binary_cross_entropy(pt, yt, reduction=reduction)
+    want.sum().backward()
+    pe = Tensor(p.astype(np.float32), requires_grad=True)
+    got = pe.binary_cross_entropy(Tensor(y.astype(np.float32)), reduction=reduction)
+    got.sum().backward()
+    np.testing.assert_allclose(got.numpy(), want.detach().numpy(), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(pe.grad.numpy(), pt.grad.numpy(), rtol=1e-5)  # (1e12 where p is 1 and y 0: not NaN)

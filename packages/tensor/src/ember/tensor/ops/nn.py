@@ -670,7 +670,12 @@ class NNMixin:
         _check_tensor(Y, "Y", "binary_crossentropy")
         if Y.shape != self.shape:
             raise ValueError(f"binary_crossentropy: target shape {Y.shape} differs from the input shape {self.shape}")
-        loss = -(Y * self.log().maximum(-100) + (1 - Y) * (1 - self).log().maximum(-100))
+        p = self.float_()
+        loss = -(Y * p.log().maximum(-100).detach() + (1 - Y) * (1 - p).log().maximum(-100).detach())
+        # d/dp is torch's (p - y) / max(p (1 - p), 1e-12), finite at a saturated p of 0 or 1 (through the clamped
+        # logs it was 0 * inf = NaN): added as dp * (p - p), which is 0 forward
+        dp = ((p - Y) / (p * (1 - p)).maximum(1e-12)).detach()
+        loss = loss + dp * (p - p.detach())
         return _reduce_loss(loss * weight if weight is not None else loss, reduction)
 
     def binary_crossentropy_logits(self, Y: Tensor, reduction: Reduction = "mean", pos_weight: Tensor | None = None,
