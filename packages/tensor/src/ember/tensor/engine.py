@@ -6,6 +6,7 @@ process's is `ENGINE`, which the module functions `realize_uops`, `run_schedule`
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 import weakref
@@ -118,6 +119,21 @@ def codegen(ast: UOp, device: str) -> ProgramSpec:
 
 
 POOL_MIN_KERNELS = 8  # fewer kernels than this are built here: a worker's round trip would not pay
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off inside the block (unless it already was). Scheduling and codegen build
+    many UOps, which live on in caches: each burst of them set off full collections over the whole heap (the tiny
+    Llama's cold first step: 3-4 of ~50-70 ms, finding nothing: UOp graphs hold no cycles)."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def run_copy(item: ExecItem, bufs: list[Buffer] | None = None) -> None:
@@ -290,11 +306,12 @@ class Engine:
         """Schedule and run the tensors `uops` (launches recorded in `capture`, else in the open capture if any);
         returns what each realized tensor UOp became."""
         start = time.perf_counter()
-        sched = schedule(UOp.sink(*uops), hold=hold)
-        self.schedule_count += 1
-        if settings.DEBUG.value >= 2:
-            print(f"scheduled {len(sched.items)} items in {(time.perf_counter() - start) * 1e3:.2f} ms")
-        self.run_schedule(sched, capture=capture if capture is not None else self._capture)
+        with gc_paused():
+            sched = schedule(UOp.sink(*uops), hold=hold)
+            self.schedule_count += 1
+            if settings.DEBUG.value >= 2:
+                print(f"scheduled {len(sched.items)} items in {(time.perf_counter() - start) * 1e3:.2f} ms")
+            self.run_schedule(sched, capture=capture if capture is not None else self._capture)
         return sched.becomes
 
     @contextmanager
