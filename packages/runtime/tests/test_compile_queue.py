@@ -69,3 +69,38 @@ def test_an_error_reaches_every_waiting_future(monkeypatch):
     for f in futs:
         with pytest.raises(CompileError, match="PYTHON: rejected"):
             f.result(timeout=0)
+
+
+def test_a_batch_holds_each_function_name_once(batches):
+    # one library cannot hold two functions of one name: a batch with a name twice would run the compiler twice
+    queue = CompileQueue(workers=1, min_batch=100)
+    names = ["f", "g", "f", "h", "f", "g"]
+    futs = [queue.submit("PYTHON", name, f"src{i}") for i, name in enumerate(names)]
+    queue.close()
+    assert [names for _, names in batches] == [["f", "g", "h"], ["f", "g"], ["f"]]
+    assert [f.result(timeout=0) for f in futs] == [f"src{i}".encode() for i in range(6)]
+
+
+def test_at_close_the_workers_share_the_source_text(monkeypatch):
+    # two workers, one source as long as the six others together: it is one worker's share, the six the other's
+    seen: list[list[str]] = []
+    release = threading.Event()
+
+    def compile_cached_many(programs):
+        seen.append([name for name, _ in programs])
+        release.wait(timeout=10)  # (both workers take their batch before either finishes)
+        return [src.encode() for _, src in programs]
+
+    monkeypatch.setattr(Device["PYTHON"].compiler, "compile_cached_many", compile_cached_many)
+    queue = CompileQueue(workers=2, min_batch=100)
+    futs = [queue.submit("PYTHON", "big", "x" * 600)] + [queue.submit("PYTHON", f"k{i}", "y" * 100) for i in range(6)]
+    closing = threading.Thread(target=queue.close)
+    closing.start()
+    for _ in range(1000):
+        if len(seen) == 2:
+            break
+        threading.Event().wait(0.01)
+    release.set()
+    closing.join(timeout=10)
+    assert sorted(seen) == [["big"], [f"k{i}" for i in range(6)]]
+    assert all(f.done() for f in futs)

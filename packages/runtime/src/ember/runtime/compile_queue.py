@@ -15,15 +15,17 @@ from ember.runtime.device import Device
 
 class CompileQueue:
     """`submit` a rendered source, get a Future of its library. A worker thread takes what is waiting once there are
-    `min_batch` sources (or the queue is closed, then its share: `ceil(waiting / idle workers)`), at most `max_batch`,
-    all for one device, and compiles them with one `compile_cached_many`: a compiler that batches then starts (and
-    links) once for many kernels. While sources are still coming, one worker fewer than `workers` compiles: the
-    caller that renders them keeps a core. A batch's compile error is set on each of its Futures."""
+    `min_batch` sources (or the queue is closed, then its share: `1 / workers` of the source text left at close), at
+    most `max_batch`, all for one device and each function name once, and compiles them with one
+    `compile_cached_many`: a compiler that batches then starts (and links) once for many kernels. (A library cannot
+    hold two functions of one name: a batch with a name twice would run the compiler once per copy; the second waits
+    for a later batch instead.) While sources are still coming, one worker fewer than `workers` compiles: the caller
+    that renders them keeps a core. A batch's compile error is set on each of its Futures."""
 
-    def __init__(self, workers: int, min_batch: int = 4, max_batch: int = 16):
+    def __init__(self, workers: int, min_batch: int = 4, max_batch: int = 64):
         self.min_batch, self.max_batch = min_batch, max_batch
         self.waiting: list[tuple[str, str, str, Future[bytes]]] = []  # (device, name, src, its library)
-        self.idle, self.closed = 0, False
+        self.closed, self.share = False, 0
         self.cond = threading.Condition()
         self.while_coming = max(workers - 1, 1)
         self.threads = [threading.Thread(target=self._work, args=(i,), daemon=True) for i in range(workers)]
@@ -43,24 +45,35 @@ class CompileQueue:
         """Compile what is left and stop the threads (returns when every Future is resolved)."""
         with self.cond:
             self.closed = True
+            # each worker's share of what is left, by its text (a compile's time), not by its number of sources
+            self.share = -(-sum(len(w[2]) for w in self.waiting) // len(self.threads))
             self.cond.notify_all()
         for t in self.threads:
             t.join()
 
     def _take(self, worker: int) -> list[tuple[str, str, str, Future[bytes]]]:
         with self.cond:
-            self.idle += 1
             while not self.closed and (len(self.waiting) < self.min_batch or worker >= self.while_coming):
                 self.cond.wait()
-            self.idle -= 1
             if not self.waiting:
                 return []
             device = self.waiting[0][0]
             same = [i for i, w in enumerate(self.waiting) if w[0] == device]
-            share = -(-len(same) // (self.idle + 1)) if self.closed else len(same)
-            taken = set(same[:min(self.max_batch, share)])
-            batch = [self.waiting[i] for i in sorted(taken)]
-            self.waiting = [w for i, w in enumerate(self.waiting) if i not in taken]
+            taken: list[int] = []
+            names: set[str] = set()
+            size = 0
+            for i in same:
+                _, name, src, _ = self.waiting[i]
+                if name in names:
+                    continue
+                if len(taken) == self.max_batch or (self.closed and size >= self.share):
+                    break
+                taken.append(i)
+                names.add(name)
+                size += len(src)
+            batch = [self.waiting[i] for i in taken]
+            left = set(range(len(self.waiting))) - set(taken)
+            self.waiting = [w for i, w in enumerate(self.waiting) if i in left]
             if len(self.waiting) >= self.min_batch:
                 self.cond.notify_all()
             return batch
