@@ -101,3 +101,17 @@ def test_load_program_reads_only(cache, monkeypatch):
     monkeypatch.delenv("CACHE")
     monkeypatch.setenv("NOOPT", "1")
     assert load_program(ast, CRenderer()) is None
+
+
+def test_a_built_program_is_stored_without_rendering_it_again(cache, monkeypatch):
+    # the stored program is checked to read back as the same nodes (hash-consed UOps), not by a second render
+    from ember.codegen import cached_program, load_program
+
+    renders = []
+    render = CRenderer.render
+    monkeypatch.setattr(CRenderer, "render", lambda self, name, uops: renders.append(name) or render(self, name, uops))
+    ast = matmul_ast(8, 16, 40)
+    built = cached_program(ast, CRenderer())
+    assert len(renders) == 1 and list(cache.parent.glob("program/*"))
+    again = load_program(ast, CRenderer())  # a hit renders the source from the stored program
+    assert len(renders) == 2 and again.src == built.src and again.uops == built.uops

@@ -18,6 +18,7 @@ import functools
 import hashlib
 import json
 import warnings
+from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -121,6 +122,10 @@ def program_to_json(spec: ProgramSpec) -> bytes:
 def program_from_json(data: bytes, renderer: Renderer) -> ProgramSpec:
     """The ProgramSpec a `program_to_json` payload describes, its source rendered by `renderer`; ValueError when the
     payload is not such a program."""
+    return _decode_program(data, renderer.render)
+
+
+def _decode_program(data: bytes, render: Callable[[str, tuple[UOp, ...]], str]) -> ProgramSpec:
     try:
         doc = json.loads(data)
         if doc["format"] != PROGRAM_FORMAT:
@@ -138,7 +143,7 @@ def program_from_json(data: bytes, renderer: Renderer) -> ProgramSpec:
         bufs = tuple(BufferArg(int(slot), _decode_dtype(dt), int(size), bool(written))
                      for slot, dt, size, written in doc["bufs"])
         local = doc["local_size"]
-        return ProgramSpec(name, renderer.render(name, uops), uops, bufs, tuple(nodes[i] for i in doc["vars"]),
+        return ProgramSpec(name, render(name, uops), uops, bufs, tuple(nodes[i] for i in doc["vars"]),
                            tuple(int(x) for x in doc["global_size"]),
                            None if local is None else tuple(int(x) for x in local),
                            Estimates(*(int(x) for x in doc["estimates"])),
@@ -196,7 +201,9 @@ def cached_program(ast: UOp, renderer: Renderer, opts: list[Opt] | None = None) 
         return spec
     try:
         data = program_to_json(spec)
-        if program_from_json(data, renderer).src != spec.src:  # (a renderer whose output is not its program's alone)
+        # what is stored must read back as this very program (UOps are hash-consed: equal means the same nodes); its
+        # source then renders again as this one (a renderer's output is its program's alone), not rendered here
+        if _decode_program(data, lambda name, uops: spec.src) != spec:
             return spec
     except (TypeError, ValueError, RecursionError):  # an arg the format cannot hold: built again each time
         return spec
