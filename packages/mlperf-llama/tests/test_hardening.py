@@ -277,3 +277,13 @@ def test_an_optimizer_file_without_the_moments_is_refused(broken, tmp_path):
                 lambda h: [h.pop(k) for k in [k for k in h if k.startswith("v.")]])
     with pytest.raises(ValueError, match=r"optimizer.safetensors lacks the tensor 'v\."):
         load(broken, tmp_path)
+
+
+def test_eval_reads_checkpoint_dir_as_the_checkpoint(tmp_path, capsys, monkeypatch):
+    # train's flag for the folder: eval ran the freshly initialized model and printed its loss (exit 0)
+    monkeypatch.delenv("DEBUG", raising=False)
+    empty = tmp_path / "no-checkpoints-here"
+    empty.mkdir()
+    assert cli.main(["eval", "--fake-data", "--checkpoint-dir", str(empty), "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("ember-llama eval: error:") and "no checkpoint in" in err[-1] and str(empty) in err[-1]

@@ -24,6 +24,12 @@ def test_canonicalize(name, canonical):
     assert Device.canonicalize(name) == canonical
 
 
+@pytest.mark.parametrize("name", ["CPU:x", "CPU:", "cpu:-1", "CPU:1.5", "PYTHON:a"])
+def test_an_instance_that_is_not_an_int_is_refused(name):
+    with pytest.raises(ValueError, match="must be a non-negative int"):  # ("CPU:x" made a CPU device of that name)
+        Device[name]
+
+
 def test_instances_are_cached_per_full_name():
     cpu = Device["CPU"]
     assert isinstance(cpu, CPUDevice) and cpu.name == "CPU"

@@ -356,3 +356,42 @@ def test_dtype_names_and_a_detached_constant():
     assert Tensor([1, 2], dtype="int32").dtype == dtypes.int32
     assert Tensor([1.5]).cast("uint8").dtype == dtypes.uint8
     assert Tensor(3.0).detach().numpy() == 3.0
+
+
+# *** hostile inputs at creation (issue 15): refused as torch refuses them, never silently changed ***
+def test_ints_that_overflow_the_dtype_are_refused_at_creation():
+    for data, dt in (([2**40], "int32"), ([300], "uint8"), ([-129], "int8"), ([2**32], "uint32"),
+                     ([2**63 - 1], "int32")):
+        with pytest.raises(RuntimeError, match="without overflow"):
+            torch.tensor(data, dtype=getattr(torch, dt))
+        with pytest.raises((RuntimeError, ValueError), match="without overflow"):
+            Tensor(data, dtype=dt)
+        with pytest.raises(RuntimeError, match="without overflow"):
+            Tensor(np.array(data), dtype=dt)
+    for data in ([-1, 255], [-200, 7]):  # (negatives wrap into unsigned dtypes, as torch's)
+        np.testing.assert_array_equal(Tensor(data, dtype="uint8").numpy(), torch.tensor(data, dtype=torch.uint8))
+    np.testing.assert_array_equal(Tensor([-2**31, 2**31 - 1], dtype="int32").numpy(), [-2**31, 2**31 - 1])
+
+
+def test_shapes_must_be_ints_and_names_clear():
+    for f in (lambda: Tensor.rand(2.5), lambda: Tensor.zeros(2, 3.0), lambda: Tensor.ones(3).reshape(3.0),
+              lambda: Tensor.zeros(float("nan"))):
+        with pytest.raises(TypeError, match="shape must be ints"):
+            f()
+    assert Tensor.zeros(np.int64(2), 3).shape == (2, 3)
+    with pytest.raises(ValueError, match="ragged"):
+        Tensor([[1, 2], [3]])
+    with pytest.raises(ValueError, match="must be a non-negative int"):
+        Tensor([1.0], device="CPU:x")
+
+
+def test_autograd_misuse_raises_torchs_runtime_error():
+    x = Tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match="one-element"):
+        (x * 2).backward()
+    with pytest.raises(RuntimeError, match="requires_grad"):
+        Tensor([1.0]).sum().backward()
+    with pytest.raises(RuntimeError, match="float"):
+        Tensor([1, 2]).sum().backward()
+    with pytest.raises(ValueError, match="not used"):  # (ValueError too, as before)
+        (x * 2).sum().gradient(Tensor([3.0], requires_grad=True))

@@ -59,6 +59,8 @@ def _eval(args: argparse.Namespace) -> int:
     from ember.mlperf_llama.train import evaluate
 
     world = World.from_environment()
+    if not args.checkpoint and args.checkpoint_dir:  # train's name for the folder: evaluating the fresh model instead
+        args.checkpoint = args.checkpoint_dir      # of the checkpoint asked for was a silent wrong answer
     with world.abort_on_error("ember-llama eval"):
         cfg = eval_config(args, env=os.environ)  # with --checkpoint: the checkpoint's own config
         loss = evaluate(cfg, args.checkpoint, world)
@@ -128,7 +130,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=_train)
     p = sub.add_parser("eval", help="evaluate a checkpoint's validation log-perplexity")
     add_cli_arguments(p)
-    p.add_argument("--checkpoint", default=None, help="checkpoint directory (with a 'latest' file)")
+    p.add_argument("--checkpoint", default=None, help="checkpoint directory (with a 'latest' file; --checkpoint-dir "
+                   "too); none: the freshly initialized model")
     p.set_defaults(run=_eval)
     p = sub.add_parser("preprocess", help="tokenize text/jsonl(.gz) into a Megatron indexed dataset")
     p.add_argument("inputs", nargs="+", help="files or directories (.jsonl/.json(.gz) with a text field, or text)")

@@ -71,6 +71,8 @@ class DeviceRegistry:
         if not isinstance(name, str) or not name:
             raise TypeError(f"Device: a device name is a non-empty str like 'CPU' or 'CPU:1', got {name!r}")
         base, sep, instance = name.partition(":")
+        if sep and not (instance.isascii() and instance.isdigit()):  # ("CPU:x" made a CPU device of that name)
+            raise ValueError(f"Device: the instance in {name!r} must be a non-negative int, as in 'CPU:1'")
         return base.upper() if not sep or instance == "0" else f"{base.upper()}:{instance}"
 
     def _entry_points(self) -> dict[str, importlib.metadata.EntryPoint]:

@@ -15,7 +15,7 @@ from ember.schedule import shard_axis as axis_of
 from ember.tensor import engine, realize
 from ember.tensor.ops import activation, creation, elementwise, indexing, movement, random, reduce
 from ember.tensor.ops import nn as nn_ops
-from ember.tensor.ops.args import canonical_device, normalize_axis, to_dtype
+from ember.tensor.ops.args import ArgumentError, DTypeError, canonical_device, normalize_axis, to_dtype
 from ember.uops import DType, Ops, UOp, dtypes, from_numpy_dtype, prod, shard_bounds, to_numpy_dtype
 from ember.uops import gradient as uop_gradient
 
@@ -65,11 +65,16 @@ class Tensor(creation.CreationMixin, random.RandomMixin, movement.MovementMixin,
             dt = dtype or dtypes.from_py(data)
             self.uop = UOp.const(dt, data, dev)
         elif isinstance(data, (list, tuple, np.ndarray, np.generic)):
-            arr = np.asarray(data)
+            try:
+                arr = np.asarray(data)
+            except ValueError as e:  # (numpy's "inhomogeneous shape")
+                raise ValueError(f"Tensor: the nested lists are ragged (rows of different lengths): {e}") from None
             if arr.dtype == object:
-                raise TypeError("Tensor: ragged or non-numeric nested lists are not supported")
+                raise TypeError("Tensor: ragged or non-numeric nested lists, or ints beyond 64 bits, are not supported")
             if dtype is None and not isinstance(data, (np.ndarray, np.generic)):
                 dtype = dtypes.from_py(arr.reshape(-1).tolist()) if arr.size else dtypes.float32
+            if dtype is not None and dtypes.is_int(dtype) and arr.dtype.kind in "iu" and arr.size:
+                _check_int_range(arr, dtype)
             if dtype is not None and dtype.name not in _NUMPY_NAMES:  # e.g. bfloat16: made from float32 on device
                 self.uop = _buffer_from_numpy(arr.astype(np.float32), dev).cast(dtype)
             else:
@@ -256,31 +261,31 @@ class Tensor(creation.CreationMixin, random.RandomMixin, movement.MovementMixin,
         """d(self)/d(target) for each target, as lazy tensors. `gradient` is the upstream gradient (default: 1 for a
         one-element tensor)."""
         if not dtypes.is_float(self.dtype):
-            raise TypeError(f"gradient: only a float tensor can be differentiated, this one is {self.dtype!r}")
+            raise DTypeError(f"gradient: only a float tensor can be differentiated, this one is {self.dtype!r}")
         if gradient is None:
             if self.numel() != 1:
-                raise ValueError(f"gradient: the tensor has shape {self.shape}; backward without `gradient` needs a "
+                raise ArgumentError(f"gradient: the tensor has shape {self.shape}; backward without `gradient` needs a "
                                  "one-element tensor (pass gradient= of the same shape)")
             gradient = Tensor.full(self.shape, 1.0, self.dtype, self.device)
         if gradient.shape != self.shape:
-            raise ValueError(f"gradient: `gradient` has shape {gradient.shape}, the tensor has {self.shape}")
+            raise ArgumentError(f"gradient: `gradient` has shape {gradient.shape}, the tensor has {self.shape}")
         root = realize.unrealize(self.uop, {t.uop for t in targets})
         grads = uop_gradient(root, [t.uop for t in targets], gradient.cast(self.dtype).uop)
         out = []
         for i, t in enumerate(targets):
             if (g := grads.get(t.uop)) is None:
-                raise ValueError(f"gradient: target {i} (shape {t.shape}) is not used to compute this tensor")
+                raise ArgumentError(f"gradient: target {i} (shape {t.shape}) is not used to compute this tensor")
             out.append(Tensor(g))
         return out
 
     def backward(self, gradient: Tensor | None = None) -> Tensor:
         """Accumulate d(self)/d(leaf) into `.grad` of every tensor with requires_grad=True that self depends on."""
         if not dtypes.is_float(self.dtype):
-            raise TypeError(f"backward: only a float tensor can be differentiated, this one is {self.dtype!r}")
+            raise DTypeError(f"backward: only a float tensor can be differentiated, this one is {self.dtype!r}")
         in_graph = set(realize.unrealize(self.uop, set()).toposort(gate=lambda u: u.op is not Ops.DETACH))
         leaves = [t for t in list(realize.live) if t.requires_grad and t.uop in in_graph]
         if not leaves:
-            raise ValueError("backward: no tensor with requires_grad=True is used to compute this tensor")
+            raise ArgumentError("backward: no tensor with requires_grad=True is used to compute this tensor")
         unique = list(dict.fromkeys(t.uop for t in leaves))
         grads = dict(zip(unique, self.gradient(*(Tensor(u) for u in unique), gradient=gradient)))
         for t in leaves:
@@ -388,3 +393,13 @@ class no_grad:
 
     def __exit__(self, *exc: object) -> None:
         no_grad.active -= 1
+
+
+def _check_int_range(arr: np.ndarray, dtype: DType) -> None:
+    # ints that do not fit the dtype are refused, as torch does (numpy's astype would wrap them silently); an unsigned
+    # dtype takes negatives wrapped, as torch's (torch.tensor([-1], dtype=torch.uint8) is 255)
+    low = dtypes.min(dtype) if not dtypes.is_unsigned(dtype) else -(1 << 63)
+    lo, hi = int(arr.min()), int(arr.max())
+    if lo < low or hi > dtypes.max(dtype):
+        raise ArgumentError(f"Tensor: value {lo if lo < low else hi} cannot be converted to {dtype!r} without "
+                            f"overflow (it holds {dtypes.min(dtype)} to {dtypes.max(dtype)})")

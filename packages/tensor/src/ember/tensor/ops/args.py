@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
@@ -110,4 +111,10 @@ def shape_args(shape: Iterable[Any]) -> tuple[int, ...]:
     shape = tuple(shape)
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
-    return tuple(int(s) for s in shape)
+    out = []
+    for s in shape:
+        try:  # ints and numpy ints; not floats (int() would cut 2.5 to 2) nor NaN (int() raised its own ValueError)
+            out.append(operator.index(s))
+        except TypeError:
+            raise TypeError(f"shape must be ints, got {type(s).__name__} {s!r} in {shape}") from None
+    return tuple(out)
