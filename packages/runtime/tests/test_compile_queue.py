@@ -104,3 +104,24 @@ def test_at_close_the_workers_share_the_source_text(monkeypatch):
     closing.join(timeout=10)
     assert sorted(seen) == [["big"], [f"k{i}" for i in range(6)]]
     assert all(f.done() for f in futs)
+
+
+def test_while_sources_come_a_batch_stops_at_max_text(monkeypatch):
+    # what piled up while the worker compiled is not taken all at once: a close would find one worker busy with it
+    seen: list[list[str]] = []
+    release = threading.Event()
+
+    def compile_cached_many(programs):
+        seen.append([name for name, _ in programs])
+        release.wait(timeout=10)  # (the first batch holds the worker until every source is waiting)
+        return [src.encode() for _, src in programs]
+
+    monkeypatch.setattr(Device["PYTHON"].compiler, "compile_cached_many", compile_cached_many)
+    queue = CompileQueue(workers=2, min_batch=1, max_text=250)
+    futs = [queue.submit("PYTHON", f"k{i}", "x" * 100) for i in range(8)]
+    release.set()
+    for f in futs:  # all compiled before close: by the one worker that compiles while sources come
+        f.result(timeout=10)
+    queue.close()
+    assert max(len(names) for names in seen) <= 3  # the third source's text passes 250 characters
+    assert sorted(name for names in seen for name in names) == sorted(f"k{i}" for i in range(8))
