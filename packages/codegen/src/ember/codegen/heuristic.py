@@ -12,6 +12,7 @@ from ember.codegen.opt import (
     bounding_ranges,
     kernel_ranges,
     nested_reduce,
+    online_ranges,
     range_size,
 )
 from ember.codegen.program import Opt, OptOps
@@ -306,7 +307,7 @@ def _nested_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
     inner_deps = {x for red in inner for x in red.toposort() if x.op is Ops.RANGE}
     outputs = [r for r in rngs if r.arg[1] is AxisType.GLOBAL and range_size(r) is not None]
     loads, _ = _accesses(ast)
-    for r in sorted({r for red in inner for r in red.src[1:]}, key=lambda r: r.arg[0]):
+    for r in sorted({r for red in inner for r in red.src[1:]} - online_ranges(ast), key=lambda r: r.arg[0]):
         size = range_size(r)
         if size is not None and 2 <= size <= 64 and any(ld.get(r) == 1 for ld in loads):
             add(Opt(OptOps.UNROLL, axis(r), size))
@@ -355,7 +356,9 @@ def _hand_coded(ast: UOp, renderer: Renderer) -> list[Opt]:
     vec = max(renderer.max_vector, 1)
     loads, stores = _accesses(ast)
     outputs = [r for r in rngs if r.arg[1] is AxisType.GLOBAL and range_size(r) is not None]
-    reduces = [r for r in rngs if r.arg[1] is AxisType.REDUCE and range_size(r) is not None]
+    # (an online softmax's loop runs whole: no partial sums or unroll of it)
+    reduces = [r for r in rngs if r.arg[1] is AxisType.REDUCE and range_size(r) is not None and
+               r not in online_ranges(ast)]
     store = stores[0] if len(stores) == 1 else {}
     contiguous_out = next((r for r in reversed(outputs) if store.get(r) == 1), None)
     tiled = False
@@ -426,7 +429,8 @@ def _hand_coded(ast: UOp, renderer: Renderer) -> list[Opt]:
         # unroll the innermost reduce axis: fully when small, else by 4 or 2
         rngs = kernel_ranges(chosen.kernel)
         red = [i for i, r in enumerate(rngs) if r.arg[1] is AxisType.REDUCE]
-        if red and (size := range_size(rngs[red[-1]])) is not None and size >= 2:
+        if red and rngs[red[-1]] not in online_ranges(chosen.kernel) and \
+                (size := range_size(rngs[red[-1]])) is not None and size >= 2:
             if (amt := size if size <= 8 else next((a for a in (4, 2) if size % a == 0), None)) is not None:
                 add(Opt(OptOps.UNROLL, red[-1], amt))
     rngs = kernel_ranges(chosen.kernel)

@@ -7,16 +7,23 @@ A REDUCE(value, *ranges) becomes
     init = STORE(acc, identity, *outer_ranges)  before its loops, once per iteration of the ranges it lives in
     upd  = STORE(acc, LOAD(acc, init, *ranges) <op> value, *ranges)
     res  = LOAD(acc, END(upd, *ranges))         after its loops
+
+Online softmax: a sum X over ranges R whose value reads a max M over the same RANGEs R (the scheduler makes that
+form, ember.schedule.attention) is X = sum_r g(r) * exp2(a * M + b(r)) with M the whole max: a reduce that reads
+the result of another reduce over its own loop. One loop computes both (`lower_online`): the running max m, and X
+relative to it, rescaled whenever m grows: x = x * exp2(a * (m_new - m_old)) + g * exp2(a * m_new + b). Exact in
+real arithmetic for any value that is a product of such exp2s and factors free of M.
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
+import math
 
 from ember.codegen.expand import pm_expand
 from ember.codegen.gpudims import gpu_dims, lower_group_reduces
-from ember.codegen.opt import range_order, reduce_identity
+from ember.codegen.opt import online_maxes, range_order, reduce_identity
 from ember.codegen.renderer import Renderer
 from ember.codegen.vectorize import vectorize
 from ember.uops import (
@@ -61,8 +68,18 @@ class ReduceContext:
         for red in reduces:
             depth[red] = depth[red.src[0]] + 1  # (its other sources are ranges)
         groups: dict[tuple[int, tuple[UOp, ...]], list[UOp]] = {}
-        for red in sorted((r for r in reduces if len(r.src) > 1), key=depth.__getitem__):
+        online: dict[tuple[UOp, ...], list[UOp]] = {}  # the reduces of an online softmax, by their ranges
+        for red in reduces:
+            if len(red.src) > 1 and (ms := online_maxes(red)):
+                key = tuple(sorted(red.src[1:], key=range_order))
+                members = online.setdefault(key, [])
+                members.extend(m for m in (*ms, red) if m not in members)
+        in_online = {m for g in online.values() for m in g}
+        for red in sorted((r for r in reduces if len(r.src) > 1 and r not in in_online), key=depth.__getitem__):
             groups.setdefault((depth[red], tuple(sorted(red.src[1:], key=range_order))), []).append(red)
+        for n, (key, members) in enumerate(online.items()):  # (keys of their own: no plain reduce joins them)
+            groups[(-1 - n, key)] = sorted(members, key=depth.__getitem__)
+        self.online = frozenset(in_online)
         self.group = {red: tuple(g) for g in groups.values() for red in g}
         ids = itertools.count()
         self.acc_id = {red: next(ids) for g in groups.values() for red in g}
@@ -70,13 +87,16 @@ class ReduceContext:
         open_ranges: dict[UOp, frozenset[UOp]] = {}
         for u in sorted(below, key=depth.__getitem__):
             if u.op is Ops.REDUCE:
-                values = [open_ranges[r.src[0]] for r in self.group.get(u, (u,))]
+                values = [open_ranges[r.src[0]] for r in self.group.get(u, (u,)) if r.src[0] in open_ranges]
                 open_ranges[u] = frozenset().union(*values) - set(u.src[1:])
                 continue
             rs = _union([open_ranges[x] for x in u.src])
             open_ranges[u] = rs | {u} if u.op is Ops.RANGE else rs - set(u.src[1:]) if u.op is Ops.END else rs
         self.outer = {red: tuple(sorted(open_ranges[red.src[0]] - set(red.src[1:]), key=range_order))
                       for red in self.group}
+        for red in self.online:  # (one loop: its accumulators start outside every range any of its values has open)
+            loop = frozenset().union(*(open_ranges[r.src[0]] for r in self.group[red]))
+            self.outer[red] = tuple(sorted(loop - set(red.src[1:]), key=range_order))
         # the reduces unrolled whole inside another reduce's loop (a score's dot product over head_dim in the loop
         # over keys): their terms fold as a tree, for the instruction-level parallelism a chain would not have
         self.tree = {red for red in reduces if len(red.src) == 1 and
@@ -103,9 +123,116 @@ def lower_reduces(ctx: ReduceContext, reduces: tuple[UOp, ...]) -> dict[UOp, UOp
     return {red: UOp(Ops.LOAD, acc.dtype, (acc, end)).cast(red.dtype) for red, acc in zip(reduces, accs)}
 
 
+def _m_part(u: UOp, maxes: frozenset[UOp], deps: dict[UOp, bool], at: dict[UOp, UOp]) -> UOp | None:
+    """The part of exp2's argument u that is linear in the maxes (sum of coefficient * max), with each max replaced
+    by at[max]; None if u is not linear in them."""
+    if not deps[u]:
+        return None
+    if u in maxes:
+        return at[u]
+    if u.op is Ops.ADD:
+        a, b = (_m_part(s, maxes, deps, at) if deps[s] else None for s in u.src)
+        if (a is None and deps[u.src[0]]) or (b is None and deps[u.src[1]]):
+            return None
+        return a + b if a is not None and b is not None else a if a is not None else b
+    if u.op is Ops.MUL and sum(deps[s] for s in u.src) == 1:
+        x, c = u.src if deps[u.src[0]] else u.src[::-1]
+        return None if (a := _m_part(x, maxes, deps, at)) is None else a * c
+    if u.op is Ops.NEG:
+        return None if (a := _m_part(u.src[0], maxes, deps, at)) is None else -a
+    if u.op is Ops.GEP:
+        return None if (a := _m_part(u.src[0], maxes, deps, at)) is None else UOp(Ops.GEP, u.dtype, (a,), u.arg)
+    if u.op is Ops.VECTORIZE:
+        lanes = [_m_part(s, maxes, deps, at) if deps[s] else UOp(Ops.CONST, s.dtype, (), 0.0) for s in u.src]
+        return None if any(x is None for x in lanes) else UOp(Ops.VECTORIZE, u.dtype, tuple(lanes))  # type: ignore
+    return None
+
+
+def online_ratio(u: UOp, maxes: frozenset[UOp], deps: dict[UOp, bool], delta: dict[UOp, UOp]) -> UOp | None:
+    """What value u (a product of factors free of the maxes and exp2s linear in them) is multiplied by when each max
+    grows by delta[max]; None where u does not depend on them. AssertionError for any other use of a max."""
+    if not deps[u]:
+        return None
+    if u.op is Ops.EXP2:
+        assert (part := _m_part(u.src[0], maxes, deps, delta)) is not None, f"online softmax: {u.src[0].op} in exp2"
+        return part.exp2()
+    if u.op is Ops.MUL:
+        a, b = (online_ratio(s, maxes, deps, delta) for s in u.src)
+        return a if b is None else b if a is None else a * b
+    if u.op is Ops.WHERE and not deps[u.src[0]]:  # a mask: where(c, x, 0)
+        zero = [s for s in u.src[1:] if not deps[s]]
+        assert len(zero) == 1 and zero[0].op is Ops.CONST and zero[0].arg == 0.0, "online softmax: where(c, x, y)"
+        return online_ratio(u.src[1] if deps[u.src[1]] else u.src[2], maxes, deps, delta)
+    if u.op is Ops.CAST and dtypes.is_float(u.src[0].dtype):
+        return None if (r := online_ratio(u.src[0], maxes, deps, delta)) is None else r.cast(u.dtype)
+    if u.op is Ops.GEP:
+        r = online_ratio(u.src[0], maxes, deps, delta)
+        return None if r is None else UOp(Ops.GEP, u.dtype, (r,), u.arg)
+    if u.op is Ops.VECTORIZE:
+        lanes = [online_ratio(s, maxes, deps, delta) for s in u.src]
+        return UOp(Ops.VECTORIZE, u.dtype, tuple(UOp(Ops.CONST, s.dtype, (), 1.0) if r is None else r
+                                                 for s, r in zip(u.src, lanes)))
+    raise AssertionError(f"online softmax: the running max is read through {u.op}")
+
+
+def lower_online(ctx: ReduceContext, reduces: tuple[UOp, ...]) -> dict[UOp, UOp]:
+    """An online softmax's maxes and sums in one loop: per max m (the identity -inf) and sum x (0), per step
+        new = max(old, value_m)
+        r   = exp2(a * (new - old))
+        x   = (0 if r == 0 else x * r) + value_x[m := new]
+    with new == old taken as no change (two -infs: no NaN). While m is -inf the terms are those of a row whose max is
+    -inf, as the unfused reduces make them (exp2(-inf - -inf): NaN, or 0 under a mask); the first finite m (r =
+    exp2(-inf) = 0) drops them, as every earlier score was -inf and its term exp2(-inf - m) = 0 (and a finite x times
+    r = 0 is 0 anyway). The sums' updates come before the max's store: they read its old value."""
+    rngs = tuple(sorted(reduces[0].src[1:], key=range_order))
+    maxes = frozenset(r for r in reduces if r.arg is Ops.MAX)
+    delta, ref, max_upd, updates, accs = {}, {}, {}, [], {}
+    for m in maxes:
+        dt = accumulator_dtype(m)
+        identity = UOp(Ops.CONST, dt, (), -math.inf)
+        acc = UOp(Ops.DEFINE_REG, dt, (identity,), ctx.acc_id[m])
+        old = UOp(Ops.LOAD, dt, (acc, UOp(Ops.STORE, dtypes.void, (acc, identity, *ctx.outer[m])), *rngs))
+        new = fold_terms(m, old, dt)
+        delta[m] = new.eq(old).where(UOp(Ops.CONST, dt, (), 0.0), new - old).cast(m.dtype)
+        ref[m] = new.cast(m.dtype)
+        max_upd[m], accs[m] = (acc, new), acc
+    for x in (r for r in reduces if r not in maxes):
+        dt = accumulator_dtype(x)
+        value = x.src[0]
+        deps = _depends_on(value, maxes)
+        ratio = online_ratio(value, maxes, deps, delta)
+        identity = UOp(Ops.CONST, dt, (), 0.0)
+        acc = UOp(Ops.DEFINE_REG, dt, (identity,), ctx.acc_id[x])
+        old = UOp(Ops.LOAD, dt, (acc, UOp(Ops.STORE, dtypes.void, (acc, identity, *ctx.outer[x])), *rngs))
+        if ratio is None:
+            start = old
+        else:
+            ratio = ratio.cast(dt)
+            start = _lanes(ratio.eq(identity), dt.count).where(identity, old * ratio)
+        terms = x.replace(src=(value.substitute(ref), *x.src[1:]))
+        updates.append(UOp(Ops.STORE, dtypes.void, (acc, fold_terms(terms, start, dt), *rngs)))
+        accs[x] = acc
+    # (a STORE's sources after the value order it: the max's store waits for the sums that read its old value)
+    updates += [UOp(Ops.STORE, dtypes.void, (acc, new, *rngs, *updates)) for acc, new in max_upd.values()]
+    end = UOp(Ops.END, dtypes.void, (UOp(Ops.NOOP, dtypes.void, tuple(updates)), *rngs))
+    return {red: UOp(Ops.LOAD, acc.dtype, (acc, end)).cast(red.dtype) for red, acc in accs.items()}
+
+
+def _lanes(x: UOp, count: int) -> UOp:
+    return x if x.dtype.count == count else UOp(Ops.VECTORIZE, x.dtype.vec(count), (x,) * count)
+
+
+def _depends_on(value: UOp, maxes: frozenset[UOp]) -> dict[UOp, bool]:
+    deps: dict[UOp, bool] = {}
+    for u in value.toposort():
+        deps[u] = u in maxes or any(deps[s] for s in u.src)
+    return deps
+
+
 def reduce_loop(ctx: ReduceContext, red: UOp) -> UOp:
     if red not in ctx.lowered:  # (its loop's other reduces get theirs now: one loop, built once)
-        ctx.lowered.update(lower_reduces(ctx, ctx.group[red]))
+        lower = lower_online if red in ctx.online else lower_reduces
+        ctx.lowered.update(lower(ctx, ctx.group[red]))
     return ctx.lowered[red]
 
 

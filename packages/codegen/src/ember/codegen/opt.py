@@ -361,6 +361,24 @@ def bounding_ranges(ast: UOp) -> frozenset[UOp]:
                      for x in r.src[0].toposort() if x.op is Ops.RANGE)
 
 
+def online_maxes(red: UOp) -> list[UOp]:
+    """The float maxes over exactly the ranges of sum `red` that its value reads: an online softmax's running max."""
+    if red.arg is not Ops.ADD or not dtypes.is_float(red.dtype):
+        return []
+    rngs = set(red.src[1:])
+    return [u for u in red.src[0].toposort() if u.op is Ops.REDUCE and u.arg is Ops.MAX and set(u.src[1:]) == rngs]
+
+
+@functools.lru_cache(maxsize=256)  # (asked once per opt the heuristic tries)
+def online_ranges(ast: UOp) -> frozenset[UOp]:
+    """The ranges of online softmaxes (lower.py): one loop for the running max and the sums, never split in lanes."""
+    return frozenset(r for u in ast.toposort() if u.op is Ops.REDUCE and online_maxes(u) for r in u.src[1:])
+
+
+# opts that make several partial reduces of one range: an online softmax's running max and sums cannot be split
+SPLIT_REDUCE_OPTS = frozenset({OptOps.UNROLL, OptOps.PARTIAL, OptOps.GROUP, OptOps.GROUPTOP, OptOps.TC})
+
+
 def apply_opt(ast: UOp, opt: Opt) -> UOp:
     """The kernel with one Opt applied (KernelOptError if it does not apply)."""
     rngs = kernel_ranges(ast)
@@ -371,6 +389,8 @@ def apply_opt(ast: UOp, opt: Opt) -> UOp:
     if opt.op in LANE_OPTS and rngs[opt.axis] in bounding_ranges(ast):
         raise KernelOptError(f"{opt}: the size of another loop depends on axis {opt.axis}: it cannot be split into "
                              "lanes or padded")
+    if opt.op in SPLIT_REDUCE_OPTS and rngs[opt.axis] in online_ranges(ast):
+        raise KernelOptError(f"{opt}: axis {opt.axis} is the loop of an online softmax: it runs whole")
     return apply(ast, opt, rngs, rngs[opt.axis])
 
 
