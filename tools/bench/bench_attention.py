@@ -4,11 +4,14 @@ F.scaled_dot_product_attention (eager), same thread count, each framework in its
     python tools/bench/bench_attention.py                         # T = 1024, 2048, 4096; 8 heads of 32; batch 1
     python tools/bench/bench_attention.py --seqs 256 1024 --head-dim 64 --reps 5
     python tools/bench/bench_attention.py --stored                # also Ember with the scores stored (the old way)
+    python tools/bench/bench_attention.py --forward --unfused     # inference (out only; torch under no_grad), and
+                                                                  # Ember with the row statistics stored (3 kernels)
 
 Reports the median step (ms) over --reps runs after the warm-up, and memory: the process's peak resident set
 (ru_maxrss) minus its resident set before the first step (inputs allocated, libraries loaded): what the step added.
 The stored-scores row sets ember.schedule.attention.RECOMPUTE_MAX_TERMS = 0 in its process (scores realized, the
-schedule of Ember before the fused attention).
+schedule of Ember before the fused attention); the unfused row ONLINE_SOFTMAX = False (no online softmax: the forward
+before it, a row max and a row sum kernel before the output's).
 """
 
 from __future__ import annotations
@@ -32,13 +35,15 @@ def peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def run_ember(t: int, heads: int, head_dim: int, reps: int, stored: bool) -> dict[str, float]:
+def run_ember(t: int, heads: int, head_dim: int, reps: int, variant: str, forward: bool) -> dict[str, float]:
     import numpy as np
 
-    if stored:
-        import ember.schedule.attention as attention
+    import ember.schedule.attention as attention
 
+    if variant == "ember-stored":
         attention.RECOMPUTE_MAX_TERMS = 0
+    if variant == "ember-unfused":
+        attention.ONLINE_SOFTMAX = False
     from ember.tensor import Tensor, jit
 
     rng = np.random.default_rng(0)
@@ -47,9 +52,9 @@ def run_ember(t: int, heads: int, head_dim: int, reps: int, stored: bool) -> dic
     @jit
     def step(q: Tensor, k: Tensor, v: Tensor, up: Tensor) -> list[Tensor]:
         out = q.scaled_dot_product_attention(k, v, is_causal=True)
-        return [out, *(out * up).sum().gradient(q, k, v)]
+        return [out, (out * up).sum()] if forward else [out, *(out * up).sum().gradient(q, k, v)]
 
-    inputs = [Tensor(a, requires_grad=i < 3) for i, a in enumerate(arrays)]
+    inputs = [Tensor(a, requires_grad=i < 3 and not forward) for i, a in enumerate(arrays)]
     Tensor.realize_all(*inputs)
     base = rss_mb()
     times = []
@@ -62,7 +67,7 @@ def run_ember(t: int, heads: int, head_dim: int, reps: int, stored: bool) -> dic
     return {"ms": statistics.median(times) * 1e3, "mem_mb": peak_mb() - base}
 
 
-def run_torch(t: int, heads: int, head_dim: int, reps: int, threads: int) -> dict[str, float]:
+def run_torch(t: int, heads: int, head_dim: int, reps: int, threads: int, forward: bool) -> dict[str, float]:
     import numpy as np
     import torch
     import torch.nn.functional as F
@@ -71,13 +76,16 @@ def run_torch(t: int, heads: int, head_dim: int, reps: int, threads: int) -> dic
     rng = np.random.default_rng(0)
     q, k, v, up = (torch.tensor(rng.standard_normal((1, heads, t, head_dim)).astype(np.float32)) for _ in range(4))
     for x in (q, k, v):
-        x.requires_grad_(True)
+        x.requires_grad_(not forward)
     base = rss_mb()
     times = []
     for i in range(reps + 2):
         t0 = time.perf_counter()
         out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        dq, dk, dv = torch.autograd.grad((out * up).sum(), (q, k, v))
+        if forward:
+            (out * up).sum().item()
+        else:
+            dq, dk, dv = torch.autograd.grad((out * up).sum(), (q, k, v))
         if i >= 2:
             times.append(time.perf_counter() - t0)
     return {"ms": statistics.median(times) * 1e3, "mem_mb": peak_mb() - base}
@@ -85,9 +93,9 @@ def run_torch(t: int, heads: int, head_dim: int, reps: int, threads: int) -> dic
 
 def child(args: argparse.Namespace) -> None:
     if args.framework == "torch":
-        res = run_torch(args.child_seq, args.heads, args.head_dim, args.reps, args.threads)
+        res = run_torch(args.child_seq, args.heads, args.head_dim, args.reps, args.threads, args.forward)
     else:
-        res = run_ember(args.child_seq, args.heads, args.head_dim, args.reps, args.framework == "ember-stored")
+        res = run_ember(args.child_seq, args.heads, args.head_dim, args.reps, args.framework, args.forward)
     print(json.dumps(res))
 
 
@@ -99,20 +107,24 @@ def main() -> None:
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     p.add_argument("--stored", action="store_true", help="also Ember with the scores stored (no fused attention)")
-    p.add_argument("--framework", choices=["ember", "ember-stored", "torch"], help=argparse.SUPPRESS)
+    p.add_argument("--unfused", action="store_true", help="also Ember with no online softmax (row statistics stored)")
+    p.add_argument("--forward", action="store_true", help="the forward alone (inference: out and a sum of it)")
+    p.add_argument("--framework", choices=["ember", "ember-stored", "ember-unfused", "torch"], help=argparse.SUPPRESS)
     p.add_argument("--child-seq", type=int, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.framework:
         return child(args)
-    frameworks = ["ember", "torch"] + (["ember-stored"] if args.stored else [])
-    print(f"causal attention fwd+bwd, batch 1, {args.heads} heads x {args.head_dim}, {args.threads} threads, "
+    frameworks = ["ember", "torch"] + (["ember-stored"] if args.stored else []) + \
+        (["ember-unfused"] if args.unfused else [])
+    print(f"causal attention {'forward' if args.forward else 'fwd+bwd'}, batch 1, {args.heads} heads x {args.head_dim}, {args.threads} threads, "
           f"median of {args.reps}")
     print(f"{'T':>6s} " + " ".join(f"{f + ' ms':>16s} {f + ' MB':>16s}" for f in frameworks) + f" {'ember/torch':>12s}")
     for t in args.seqs:
         row = {}
         for f in frameworks:
             cmd = [sys.executable, __file__, "--framework", f, "--child-seq", str(t), "--heads", str(args.heads),
-                   "--head-dim", str(args.head_dim), "--reps", str(args.reps), "--threads", str(args.threads)]
+                   "--head-dim", str(args.head_dim), "--reps", str(args.reps), "--threads", str(args.threads)] + \
+                (["--forward"] if args.forward else [])
             out = subprocess.run(cmd, capture_output=True, text=True)
             if out.returncode:
                 print(out.stderr[-2000:], file=sys.stderr)

@@ -37,15 +37,32 @@ def items(*outs):
     return s.items
 
 def test_scores_recomputed_in_their_readers():
-    """T = 128, head_dim 8 (a 128 x 128 score from two 128 x 8 inputs: a blow-up of 8): the row max, the row sum, the
-    output, each with the dot product over head_dim nested in its loop over keys; no 128 x 128 buffer."""
+    """T = 128, head_dim 8 (a 128 x 128 score from two 128 x 8 inputs: a blow-up of 8), only the output asked for: one
+    kernel, the row max, the row sum and p @ v over one range of keys (the online softmax), the dot product over
+    head_dim nested in it; no 128 x 128 buffer, and no row statistic stored."""
     q, k, v = buf(128, 8), buf(128, 8), buf(128, 8)
     its = items(attention(q, k, v))
-    assert len(its) == 3
-    assert max(b.arg for it in its for b in it.bufs) == 128 * 8
-    for it in its:
-        reduces = [u for u in it.ast.toposort() if u.op is Ops.REDUCE]
-        assert any(inner in outer.src[0].toposort() for outer in reduces for inner in reduces if inner is not outer)
+    assert len(its) == 1
+    assert sorted(b.arg for b in its[0].bufs) == [128 * 8] * 4
+    reduces = [u for u in its[0].ast.toposort() if u.op is Ops.REDUCE]
+    mx = [r for r in reduces if r.arg is Ops.MAX]
+    sums = [r for r in reduces if r.arg is Ops.ADD and mx[0] in r.src[0].toposort()]
+    assert len(mx) == 1 and len(sums) == 2 and all(r.src[1:] == mx[0].src[1:] for r in sums)
+    assert any(inner in mx[0].src[0].toposort() for inner in reduces)
+
+def test_row_statistics_read_elsewhere_are_stored():
+    """The row max also an output (as a backward reads the statistics): stored by a kernel of its own, no online
+    softmax; the row sum (read by p @ v alone) is computed in the output's kernel, in a loop over the keys of its own
+    before p @ v's, both recomputing the scores from the stored max: 2 kernels, no 128 x 128 buffer."""
+    q, k, v = buf(128, 8), buf(128, 8), buf(128, 8)
+    mx = (matmul_t(q, k) * 0.25).reduce_axis(Ops.MAX, (1,))
+    its = items(attention(q, k, v), mx)
+    assert len(its) == 2 and max(b.arg for it in its for b in it.bufs) == 128 * 8
+    out = next(it for it in its if it.bufs[0].arg == 128 * 8)
+    sums = [u for u in out.ast.toposort() if u.op is Ops.REDUCE and u.arg is Ops.ADD and
+            any(x.op is Ops.REDUCE for x in u.src[0].toposort() if x is not u)]
+    assert not any(u.op is Ops.REDUCE and u.arg is Ops.MAX for u in out.ast.toposort())
+    assert len(sums) == 2 and sums[0].src[1:] != sums[1].src[1:]
 
 def test_small_blowup_keeps_the_stored_scores():
     """T = 32, head_dim 8 (a blow-up of 2): the scores are one matmul, stored and read by the three reduces."""

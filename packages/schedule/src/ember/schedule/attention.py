@@ -3,7 +3,9 @@ masked part of every reduce over it is not visited.
 
     recomputed = recomputed_scores(nodes, users, forced)    # in realize_map: never realized
     realized |= transposed_score_operands(recomputed)       # ... and k^T copied in the order the dot product reads
+    recomputed |= online_softmax_stats(recomputed, users)   # ... nor the row statistics only p @ v reads
     value = graph_rewrite(value, pm_bound_masked_reduces)   # in kernel_ast: reduce ranges cut to the unmasked part
+    value = graph_rewrite(value, pm_online_softmax)         # ... and p @ v's sums joined to the row max's loop
 
 1. A short reduce with a big output, q @ k^T (head_dim terms per element, T x T elements), whose every reader reduces
    over it (softmax's row max and row sum, p @ v; in the backward dv = p^T dO, the rows of dS, dq = dS k and
@@ -13,21 +15,41 @@ masked part of every reduce over it is not visited.
    each reader, which the codegen heuristic keeps to once per (query, key) pair by holding the output row (head_dim
    values) in registers (causal attention: forward 3 kernels, backward 4; 10 head_dim-long dot products per
    (query, key) pair in all, where flash attention does 3, against T x T memory traffic). Only from T >= 16 head_dim on
-   (RECOMPUTE_MIN_BLOWUP): the tiny Llama at seq 256 keeps its stored scores. Online softmax (the max, the sum and
-   p @ v in one pass) is not done: it needs kernels with several outputs (the backward reads the row statistics).
+   (RECOMPUTE_MIN_BLOWUP): the tiny Llama at seq 256 keeps its stored scores.
 2. A reduce over r of a value that is the reduce's identity wherever a mask on r is false (where(j <= i, s, -inf)
    under a max, exp of it under a sum, the zeros its gradient leaves) runs over the unmasked interval only: the range
    gets a size that depends on the outer ranges, `for (j = 0; j < i + 1; j++)` (a start bound: backwards from the
    end). Causal attention then does half the work, forward and backward. The mask stays in the body: a loop bound
    only skips what it masks, so codegen may widen it (a block of queries runs to the bound of its last). The check
    assumes the unmasked operands are finite, as flash attention does (0 * v is taken to be 0).
+3. Online softmax, where nothing but p @ v reads the row statistics (inference): the row max and the row sum are not
+   stored either (`online_softmax_stats`) but computed in p @ v's kernel, and `online_softmax` rewrites the sums
+   there to run over the max's own range; codegen lowers a max and the sums that read it over one range as one loop
+   (ember.codegen.lower.lower_online: the running max rescales the sums). Causal forward: 1 kernel, each score
+   computed once. Where something else reads a statistic (a backward), the forward stays 3 kernels (a stored max
+   and sum, each recomputing the scores). Left (issue 22): a training forward that stores only the row log-sum-exp
+   lse = m + log(sum) (O(T)) from the online kernel, as a second output (kernels have one output today) or a cheap
+   kernel of its own, and a backward that reads p = exp(s - lse) and D = rowsum(dO * O) (an O(T x head_dim) kernel,
+   no scores) in place of the max, the sum and the rows of dS: that would save the max and sum kernels' two score
+   passes forward and the rows-of-dS kernel's one backward (10 -> 6 head_dim dot products per pair).
 """
 
 from __future__ import annotations
 
 import math
 
-from ember.uops import AxisType, GroupOp, Ops, PatternMatcher, UOp, UPat, dtypes, linear_terms, movement_index, prod
+from ember.uops import (
+    AxisType,
+    GroupOp,
+    Ops,
+    PatternMatcher,
+    UOp,
+    UPat,
+    dtypes,
+    linear_terms,
+    movement_index,
+    prod,
+)
 
 # a reduce this short (head_dim) is recomputed by each reader rather than stored: its output costs a store and a load
 # per element, its recomputation this many multiply-adds
@@ -39,6 +61,9 @@ RECOMPUTE_MIN_BLOWUP = 8
 # ... and no reader broadcasts it over more than this many elements (p @ v reads p once per column of v): the codegen
 # holds that many accumulators in registers to compute each score once
 RECOMPUTE_MAX_BROADCAST = 256
+# row statistics that only p @ v reads are computed in its kernel (3. above); False: stored, each in a kernel of its own
+# (tools/bench/bench_attention.py --unfused measures the difference)
+ONLINE_SOFTMAX = True
 
 _MUST_REALIZE = (Ops.SINK, Ops.CONTIGUOUS, Ops.COPY, Ops.ASSIGN)
 
@@ -266,3 +291,159 @@ def bound_masked_reduce(red: UOp) -> UOp | None:
 
 # (applied to a kernel's value after rangeify: its reduces are complete then)
 pm_bound_masked_reduces = PatternMatcher([(UPat(Ops.REDUCE, name="red"), bound_masked_reduce)])
+
+
+# *** online softmax: the row max, the row sum of exp and p @ v in one loop ***
+def online_softmax_stats(recomputed: set[UOp], users: dict[UOp, list[UOp]]) -> set[UOp]:
+    """The row statistics of a softmax over recomputed scores (its max and its sum of exp, and the movement and
+    elementwise ops that lead them back into the scores) when the scores feed one reduce besides them (softmax(s) @ v
+    with no backward reading the statistics): not stored, but computed in that reduce's kernel, where kernel_ast
+    makes them one loop (`pm_online_softmax`)."""
+    if not ONLINE_SOFTMAX:
+        return set()
+    readers = {c for u in recomputed for c in users[u] if c.op is Ops.REDUCE_AXIS and c not in recomputed}
+    chains: dict[UOp, set[UOp]] = {}
+    for r in readers:  # a statistic: a reader whose value only goes back into the scores
+        chain, stack, ok = {r}, [r], True
+        while stack and ok:
+            for c in users[stack.pop()]:
+                if c in recomputed or c in chain:
+                    continue
+                if not (c.op in GroupOp.Elementwise or c.op in GroupOp.Movement or c.op is Ops.DETACH):
+                    ok = False
+                    break
+                chain.add(c)
+                stack.append(c)
+        if ok:
+            chains[r] = chain
+    stats: set[UOp] = set()
+    for chain in chains.values():
+        seen, stack, reached = set(chain), list(chain), set()
+        while stack:
+            for c in users[stack.pop()]:
+                if c.op is Ops.REDUCE_AXIS and c not in recomputed:
+                    reached.add(c)
+                elif c in recomputed and c not in seen:
+                    seen.add(c)
+                    stack.append(c)
+        if len(others := reached - chains.keys()) == 1 and _reduces_rows(others.pop(), chain, recomputed):
+            stats |= chain
+    return stats
+
+
+def _reduces_rows(reader: UOp, chain: set[UOp], recomputed: set[UOp]) -> bool:
+    """Whether `reader` sums the scores over the axis the statistics reduce (p @ v sums over keys as the row max;
+    dk = dS^T q sums over queries: its kernel would recompute a row max for every query)."""
+    stat_axes = {a for u in chain if u.op is Ops.REDUCE_AXIS for a in u.arg[1]}
+    scores_shape = next(u.src[0].shape for u in chain if u.op is Ops.REDUCE_AXIS)
+    rngs = tuple(UOp.range(n, i, AxisType.GLOBAL) for i, n in enumerate(reader.src[0].shape))
+    stack = [(reader.src[0], rngs)]
+    while stack:
+        x, idxs = stack.pop()
+        if x in recomputed and x.op not in GroupOp.Movement and x.shape == scores_shape:  # (the scores)
+            summed = {rngs[a] for a in reader.arg[1]}
+            return len(stat_axes) == 1 and [i for i in idxs if i in summed] == [idxs[next(iter(stat_axes))]]
+        if x.op in GroupOp.Movement:
+            moved = movement_index(x.op, x.arg, x.src[0].shape, idxs)[0]
+            stack.append((x.src[0], tuple(i.simplify() for i in moved)))
+        elif x.op in GroupOp.Elementwise or x.op is Ops.DETACH:
+            stack.extend((s, idxs) for s in x.src if s.shape == x.shape)
+    return False
+
+
+def _depends(u: UOp, x: UOp) -> bool:
+    return x in u.toposort()
+
+
+def _factors(u: UOp, r: UOp) -> tuple[list[UOp], list[UOp]]:
+    """(the factors of product u that depend on r, those that do not); a factor under where(c, 0, x) with c free of
+    r moves out of it (where(c, 0, x * y) = where(c, 0, x) * y for finite y)."""
+    if u.op is Ops.MUL:
+        (a, b), (c, d) = (_factors(s, r) for s in u.src)
+        return a + c, b + d
+    if u.op is Ops.WHERE and not _depends(u.src[0], r) and u.src[1].op is Ops.CONST and u.src[1].arg == 0.0:
+        inner, free = _factors(u.src[2], r)
+        if inner and free:
+            return [u.replace(src=(u.src[0], u.src[1], _product(inner)))], free
+    return ([u], []) if _depends(u, r) else ([], [u])
+
+
+def _product(xs: list[UOp]) -> UOp:
+    ret = xs[0]
+    for x in xs[1:]:
+        ret = ret * x
+    return ret
+
+
+def _exp_of_shifted(u: UOp, m: UOp) -> bool:
+    """Whether u is a product of factors free of max m and exp2((s - m) * c), s the values m is the max of (masks:
+    where(c, 0, x)): a term of a softmax that running maxes can rescale."""
+    if m not in u.toposort():
+        return True
+    if u.op is Ops.MUL:
+        return all(_exp_of_shifted(s, m) for s in u.src)
+    if u.op is Ops.WHERE and m not in u.src[0].toposort() and UOp.const(u.dtype, 0.0) in u.src[1:]:
+        return all(_exp_of_shifted(s, m) for s in u.src[1:])
+    if u.op is Ops.EXP2:  # (s - m) * c with s as m is the max of it: zero, up to the order of the terms
+        terms = _linear(u.src[0].substitute({m: m.src[0]}))
+        return terms is not None and all(c == 0.0 for c in terms.values())
+    return False
+
+
+def _linear(u: UOp) -> dict[UOp, float] | None:
+    """Float expression u as sum(coeff * term) over sums, negations and products by constants (terms by node)."""
+    if u.op is Ops.ADD:
+        a, b = (_linear(s) for s in u.src)
+        if a is None or b is None:
+            return None
+        return {t: a.get(t, 0.0) + b.get(t, 0.0) for t in {**a, **b}}
+    if u.op is Ops.NEG:
+        return None if (a := _linear(u.src[0])) is None else {t: -c for t, c in a.items()}
+    if u.op is Ops.MUL and (k := next((s for s in u.src if s.op is Ops.CONST), None)) is not None:
+        x = u.src[1] if k is u.src[0] else u.src[0]
+        return None if (a := _linear(x)) is None else {t: c * k.arg for t, c in a.items()}
+    return {u: 1.0}
+
+
+def _canonical(u: UOp) -> UOp:
+    """u with the ranges its reduces run over renumbered in order: equal for two reduces that differ only in those."""
+    bound = dict.fromkeys(r for x in u.toposort() if x.op is Ops.REDUCE for r in x.src[1:])
+    return u.substitute({r: UOp.range(r.src[0], -1 - i, r.arg[1]) for i, r in enumerate(bound)})
+
+
+def online_softmax(red: UOp) -> UOp | None:
+    """sum over r of f(r) * exp2((s(r) - M) * c) * y, M the max of s over r' (a range of r's size), y free of r ->
+    sum over r' of f(r') * exp2((s(r') - M) * c), times y: the sum reads its max over its own loop, the form codegen
+    lowers as an online softmax (ember.codegen.lower: one loop, the running max rescaling the sums). Every sum of
+    exp2(s - M) (the row sum, p @ v) joins the max's loop: the scores are computed once per (query, key)."""
+    if red.arg is not Ops.ADD or len(red.src) != 2 or not dtypes.is_float(red.dtype):
+        return None
+    r = red.src[1]
+    maxes = [u for u in red.src[0].toposort() if u.op is Ops.REDUCE and u.arg is Ops.MAX and len(u.src) == 2 and
+             u.src[1] is not r and u.src[1].src[0] is r.src[0] and u.src[1].arg[1] == r.arg[1] and
+             r not in u.toposort()]
+    if not maxes:
+        return None
+    # the max in the loop of a sum already rewritten (the row sum, read by p @ v), else the first; the same max over
+    # another range (rangeify made one per path to it) is the same value
+    loops = {u.src[1] for u in red.src[0].toposort() if u.op is Ops.REDUCE and u.arg is Ops.ADD and len(u.src) == 2}
+    m = next((u for u in maxes if u.src[1] in loops), maxes[0])
+    if any(_canonical(u) is not _canonical(m) for u in maxes):
+        return None
+    inner, free = _factors(red.src[0], r)
+    value = _product(inner).substitute({r: m.src[1], **{u: m for u in maxes if u is not m}})
+    # the dot products of the scores as the max computes them (rangeify gave each its own range): computed once
+    dots = {_canonical(u): u for u in m.src[0].toposort() if u.op is Ops.REDUCE}
+    value = value.substitute({u: dots[c] for u in value.toposort() if u.op is Ops.REDUCE and u is not m and
+                              (c := _canonical(u)) in dots and dots[c] is not u})
+    # (other reduces only inside the loop, the dot products of the scores: a sum over the loop would be read in it)
+    if any(u.op is Ops.REDUCE and u is not m and (m.src[1] in u.src[1:] or m.src[1] not in u.toposort())
+           for u in value.toposort()) or \
+            not _exp_of_shifted(value, m):
+        return None
+    ret = UOp(Ops.REDUCE, red.dtype, (value, m.src[1]), Ops.ADD)
+    return ret * _product(free) if free else ret
+
+
+# (applied to a kernel's value after its reduces are bounded: the max and the sums have the same bounded ranges)
+pm_online_softmax = PatternMatcher([(UPat(Ops.REDUCE, name="red"), online_softmax)])

@@ -12,7 +12,13 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ember.schedule.attention import pm_bound_masked_reduces, recomputed_scores, transposed_score_operands
+from ember.schedule.attention import (
+    online_softmax_stats,
+    pm_bound_masked_reduces,
+    pm_online_softmax,
+    recomputed_scores,
+    transposed_score_operands,
+)
 from ember.schedule.indexing import (
     index_in_range,
     onehot_pick,
@@ -118,6 +124,8 @@ def realize_map(sink: UOp) -> set[UOp]:
     # kernels, never stored: the rules below leave them out (attention.py)
     recomputed = recomputed_scores(nodes, users, realized)
     realized |= transposed_score_operands(recomputed)
+    # ... and so are a softmax's row statistics where only its output (p @ v) reads them: one loop in its kernel
+    recomputed |= online_softmax_stats(recomputed, users)
     # 0. the epilogue of a reduce (what follows it, read by nothing else, with no broadcast in between: a matmul's
     #    scale, a residual add) read by several nodes is stored with the reduce, in its kernel; else rule 1 below
     #    would store the bare reduce (broadcast further on, through this node) and every reader would recompute the
@@ -334,6 +342,7 @@ def kernel_ast(x: UOp, buffers: dict[UOp, UOp]) -> UOp:
     value = graph_rewrite(view(value_src, _true(), tuple(idxs)), pm_kernel_value, ctx=ctx, bottom_up=True,
                           name="rangeify")
     value = graph_rewrite(value, pm_bound_masked_reduces, name="bound masked reduces")
+    value = graph_rewrite(value, pm_online_softmax, name="online softmax")
     value = graph_rewrite(value, pm_split_reduce_ranges, ctx=ctx.range_ids, name="split reduce ranges")
 
     def address(at: tuple[UOp, ...]) -> UOp:  # the element of the output that index `at` is stored to
