@@ -116,7 +116,8 @@ def main() -> None:
         return child(args)
     frameworks = ["ember", "torch"] + (["ember-stored"] if args.stored else []) + \
         (["ember-unfused"] if args.unfused else [])
-    print(f"causal attention {'forward' if args.forward else 'fwd+bwd'}, batch 1, {args.heads} heads x {args.head_dim}, {args.threads} threads, "
+    step = "forward" if args.forward else "fwd+bwd"
+    print(f"causal attention {step}, batch 1, {args.heads} heads x {args.head_dim}, {args.threads} threads, "
           f"median of {args.reps}")
     print(f"{'T':>6s} " + " ".join(f"{f + ' ms':>16s} {f + ' MB':>16s}" for f in frameworks) + f" {'ember/torch':>12s}")
     for t in args.seqs:
