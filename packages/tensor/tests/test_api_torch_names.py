@@ -346,3 +346,21 @@ def test_every_tensor_method_is_an_nn_function_with_torch_keywords():
         nn.not_an_op  # noqa: B018
     with pytest.raises(TypeError, match="expected a Tensor"):
         nn.relu(x)
+
+
+def test_dtype_keywords_of_mean_cumsum_cumprod_and_to_a_dtype():
+    x = data(3, 4)
+    f64 = torch.float64
+    compare(lambda t: t.mean(dtype="float64"), lambda t: t.mean(dtype=f64), x)
+    compare(lambda t: t.mean(1, dtype=dtypes.float64), lambda t: t.mean(1, dtype=f64), x)
+    compare(lambda t: t.cumsum(1, dtype="float64"), lambda t: t.cumsum(1, dtype=f64), x)
+    compare(lambda t: t.cumprod(dim=0, dtype="float64"), lambda t: t.cumprod(dim=0, dtype=f64), x)
+    ints = rng.integers(-3, 4, (3, 4)).astype(np.int64)
+    compare(lambda t: t.cumsum(0, dtype="int8"), lambda t: t.cumsum(0, dtype=torch.int8), ints, backward=False)
+    compare(lambda t: t.to(dtypes.float16), lambda t: t.to(torch.float16), x, atol=1e-3)
+    compare(lambda t: t.to("torch.float64"), lambda t: t.to(torch.float64), x)
+    compare(lambda t: t.to(dtype="int32"), lambda t: t.to(dtype=torch.int32), x, backward=False)
+    compare(lambda t: t.to("CPU", "float64"), lambda t: t.to("cpu", torch.float64), x)
+    compare(lambda t: t.to(Tensor([1], dtype="int8")), lambda t: t.to(torch.tensor([1], dtype=torch.int8)), x,
+            backward=False)
+    assert Tensor([1.0]).to("CPU").device == "CPU"

@@ -37,6 +37,14 @@ def test_adamw_and_adam():
     run_both(lambda p: optim.Adam(p, lr=0.01), lambda p: torch.optim.Adam(p, lr=0.01))
 
 
+@pytest.mark.parametrize("kw", [dict(betas=(0.8, 0.9)), dict(weight_decay=0.1), dict(betas=(0.9, 0.95), eps=1e-6,
+                                                                              weight_decay=0.05)])
+def test_adam_and_adamw_take_torchs_keywords(kw):
+    # betas= (torch's name for b1, b2); Adam's weight_decay is torch's L2 on the gradient, AdamW's decoupled
+    run_both(lambda p: optim.Adam(p, lr=0.01, **kw), lambda p: torch.optim.Adam(p, lr=0.01, **kw))
+    run_both(lambda p: optim.AdamW(p, lr=0.01, **kw), lambda p: torch.optim.AdamW(p, lr=0.01, **kw))
+
+
 def test_errors():
     w = Tensor(np.ones(3, np.float32), requires_grad=True)
     with pytest.raises(ValueError, match="have no .grad"):

@@ -15,7 +15,7 @@ from ember.schedule import shard_axis as axis_of
 from ember.tensor import engine, realize
 from ember.tensor.ops import activation, creation, elementwise, indexing, movement, random, reduce
 from ember.tensor.ops import nn as nn_ops
-from ember.tensor.ops.args import ArgumentError, DTypeError, canonical_device, normalize_axis, to_dtype
+from ember.tensor.ops.args import ArgumentError, DTypeError, canonical_device, is_dtype_name, normalize_axis, to_dtype
 from ember.uops import DType, Ops, UOp, dtypes, from_numpy_dtype, prod, shard_bounds, to_numpy_dtype
 from ember.uops import gradient as uop_gradient
 
@@ -172,9 +172,18 @@ class Tensor(creation.CreationMixin, random.RandomMixin, movement.MovementMixin,
             raise ValueError(f"item: only a tensor of one element can be converted, this one has shape {self.shape}")
         return self.numpy().reshape(()).item()
 
-    def to(self, device: str | tuple[str, ...]) -> Tensor:
+    def to(self, device: Any = None, dtype: DType | str | None = None) -> Tensor:
         """This tensor on `device`; a tuple of devices puts a whole copy on each (`shard(devices)`), and a tensor on
-        several devices `.to` one is gathered there."""
+        several devices `.to` one is gathered there. As torch's: `to(dtype)` casts (a DType or a dtype name, never a
+        device's), `to(device, dtype)` and `to(dtype=...)` both, `to(other)` takes other's device and dtype."""
+        if isinstance(device, Tensor):
+            device, dtype = device.device, device.dtype
+        elif isinstance(device, DType) or isinstance(device, str) and is_dtype_name(device):
+            device, dtype = None, device
+        out = self if dtype is None else self.cast(to_dtype(dtype))
+        return out if device is None else out._to_device(device)
+
+    def _to_device(self, device: str | tuple[str, ...]) -> Tensor:
         dev = canonical_device(device)
         if dev == self.device:
             return self

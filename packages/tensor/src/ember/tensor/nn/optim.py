@@ -302,13 +302,16 @@ class AdamW(Optimizer):
 
     def __init__(self, params: Any, lr: float = 1e-3, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8,
                  weight_decay: float = 0.01, clip_norm: float | None = None, master_weights: bool = False,
-                 zero: bool = False):
+                 zero: bool = False, betas: tuple[float, float] | None = None):
         super().__init__(params, lr, weight_decay, zero)
+        if betas is not None:  # (torch's keyword for b1, b2)
+            b1, b2 = betas
         if not (0 <= b1 < 1 and 0 <= b2 < 1):
             raise ValueError(f"AdamW: betas must be in [0, 1), got ({b1}, {b2})")
         if clip_norm is not None and not clip_norm > 0:
             raise ValueError(f"AdamW: clip_norm must be > 0 or None, got {clip_norm}")
         self.b1, self.b2, self.eps, self.clip_norm = b1, b2, eps, clip_norm
+        self.l2 = 0.0  # Adam's weight_decay: added to the gradient (L2), not decoupled
         self.m = [g.state_like() for g in self.groups]
         self.v = [g.state_like() for g in self.groups]
         self.master = [(g.flat.float().shard(g.device, 0) if g.zero else g.flat.float()).contiguous().realize()
@@ -342,6 +345,8 @@ class AdamW(Optimizer):
         grad = g.flat_grad.float()
         if scale is not None:
             grad = grad * scale[g.device]
+        if self.l2:
+            grad = grad + (self.master[i] if self.master[i] is not None else g.flat.float()) * self.l2
         m, v = self.m[i], self.v[i]
         m.assign(m * self.b1 + grad * (1 - self.b1))
         v.assign(v * self.b2 + grad * grad * (1 - self.b2))
@@ -375,9 +380,13 @@ class AdamW(Optimizer):
         return out + extra
 
 
-def Adam(params: Any, lr: float = 1e-3, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8) -> AdamW:
-    """Adam: AdamW without weight decay."""
-    return AdamW(params, lr, b1, b2, eps, weight_decay=0.0)
+def Adam(params: Any, lr: float = 1e-3, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8,
+         weight_decay: float = 0.0, betas: tuple[float, float] | None = None, **kwargs: Any) -> AdamW:
+    """Adam: AdamW without decoupled weight decay; `weight_decay` is torch.optim.Adam's, added to the gradient (L2)."""
+    _check_float("weight_decay", weight_decay)
+    opt = AdamW(params, lr, b1, b2, eps, weight_decay=0.0, betas=betas, **kwargs)
+    opt.l2 = weight_decay
+    return opt
 
 
 class LAMB(AdamW):

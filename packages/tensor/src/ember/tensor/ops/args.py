@@ -74,6 +74,15 @@ def to_dtype(dtype: DType | str | None) -> DType | None:
     raise TypeError(f"dtype: expected a DType or its name like 'int32', got {type(dtype).__name__} {dtype!r}")
 
 
+def is_dtype_name(name: str) -> bool:
+    """Whether `name` names a dtype (`"float16"`, `'half'`, `"torch.int32"`); no device has such a name."""
+    try:
+        to_dtype(name)
+    except ValueError:
+        return False
+    return True
+
+
 def canonical_device(device: str | Sequence[str] | None) -> Any:
     """The registered name of `device` (`Device.DEFAULT` for None), or of each device of a tuple or list of them (a
     multi-device tensor's); an unknown device raises, listing the known. Returns a str, or a tuple of str."""

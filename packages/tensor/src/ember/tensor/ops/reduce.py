@@ -237,7 +237,11 @@ class ReduceMixin:
         return hit.where(w.unsqueeze(-1), 0).sum(0).cast(w.dtype)
 
     @torch_axis_name()
-    def mean(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+    def mean(self, axis: int | Sequence[int] | None = None, keepdim: bool = False,
+             dtype: DType | str | None = None) -> Tensor:
+        """The mean over `axis` (ints as float32); `dtype`: the input is cast to it first, as torch's."""
+        if (dt := to_dtype(dtype)) is not None:
+            return self.cast(dt).mean(axis, keepdim)
         axes = normalize_axis(axis, self.ndim, "mean")
         if self.ndim == 0:  # (axis 0 or -1 of a 0-d tensor: itself)
             return self.float_()
@@ -339,16 +343,20 @@ class ReduceMixin:
         return out if keepdim else out.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
 
     @torch_axis_name()
-    def cumsum(self, axis: int = 0) -> Tensor:
+    def cumsum(self, axis: int = 0, dtype: DType | str | None = None) -> Tensor:
         """The running sum along `axis` (ints accumulate in int64, as torch): `Tensor([1, 2, 3]).cumsum()` ->
-        [1, 3, 6]."""
+        [1, 3, 6]. `dtype`: the input is cast to it first and the result has it."""
+        if (dt := to_dtype(dtype)) is not None:
+            return self.cast(dt).cumsum(axis).cast(dt)
         if self.ndim == 0:
             normalize_axis(axis, 0, "cumsum")
         return self._cumulative(axis, "cumsum", 0, lambda t: t.sum(-1))
 
     @torch_axis_name()
-    def cumprod(self, axis: int = 0) -> Tensor:
-        """The running product along `axis`."""
+    def cumprod(self, axis: int = 0, dtype: DType | str | None = None) -> Tensor:
+        """The running product along `axis`; `dtype` as cumsum's."""
+        if (dt := to_dtype(dtype)) is not None:
+            return self.cast(dt).cumprod(axis).cast(dt)
         return self._cumulative(axis, "cumprod", 1, lambda t: t.prod(-1))
 
     def _cumulative(self, axis: int, op: str, identity: int, reduce: Callable[[Tensor], Tensor]) -> Tensor:
