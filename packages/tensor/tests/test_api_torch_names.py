@@ -364,3 +364,10 @@ def test_dtype_keywords_of_mean_cumsum_cumprod_and_to_a_dtype():
     compare(lambda t: t.to(Tensor([1], dtype="int8")), lambda t: t.to(torch.tensor([1], dtype=torch.int8)), x,
             backward=False)
     assert Tensor([1.0]).to("CPU").device == "CPU"
+
+
+def test_older_tinygrads_acc_dtype():
+    x = data(3, 4)
+    compare(lambda t: t.sum(1, acc_dtype="float64"), lambda t: t.sum(1, dtype=torch.float64), x)
+    compare(lambda t: t.matmul(t.T, acc_dtype="float64"), lambda t: t.double() @ t.T.double(), x)
+    compare(lambda t: t.dot(t.T, acc_dtype=dtypes.float64), lambda t: t.double() @ t.T.double(), x)

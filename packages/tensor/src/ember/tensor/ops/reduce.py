@@ -35,10 +35,11 @@ class ReduceMixin:
 
     @torch_axis_name()
     def sum(self, axis: int | Sequence[int] | None = None, keepdim: bool = False,
-            dtype: DType | str | None = None) -> Tensor:
+            dtype: DType | str | None = None, acc_dtype: DType | str | None = None) -> Tensor:
         """The sum over `axis` (all by default); bool and ints accumulate in 64 bits, as torch. `dtype`: the input is
-        cast to it first and the result has it (`x.sum(dtype=dtypes.int8)` wraps)."""
-        if (dt := to_dtype(dtype)) is not None:
+        cast to it first and the result has it (`x.sum(dtype=dtypes.int8)` wraps); `acc_dtype` (older tinygrad's
+        name) too."""
+        if (dt := to_dtype(dtype if dtype is not None else acc_dtype)) is not None:
             return self.cast(dt).sum(axis, keepdim).cast(dt)
         return self.cast(sum_acc_dtype(self.dtype))._reduce(Ops.ADD, axis, keepdim)
 
@@ -463,9 +464,11 @@ class ReduceMixin:
         bounds = [(0, k) if i == ax else (0, s) for i, s in enumerate(self.shape)]
         return values.shrink(bounds), indices.shrink(bounds)
 
-    def matmul(self, w: Tensor, reverse: bool = False, dtype: DType | str | None = None) -> Tensor:
+    def matmul(self, w: Tensor, reverse: bool = False, dtype: DType | str | None = None,
+               acc_dtype: DType | str | None = None) -> Tensor:
         """The matrix product self @ w (w @ self when `reverse`) with numpy's rules: 1-d operands are vectors, leading
-        dims broadcast. `dtype`: the operands are cast to it first (an accumulation dtype)."""
+        dims broadcast. `dtype` (or older tinygrad's `acc_dtype`): the operands are cast to it first."""
+        dtype = dtype if dtype is not None else acc_dtype
         if reverse:
             return (w if isinstance(w, Tensor) else Tensor(w, self.device)).matmul(self, dtype=dtype)
         if not isinstance(w, Tensor):
@@ -598,9 +601,9 @@ class ReduceMixin:
         values, indices = values.shrink(bounds), indices.shrink(bounds)
         return (values, indices) if keepdim else (values.squeeze(d), indices.squeeze(d))
 
-    def dot(self, w: Tensor, dtype: DType | str | None = None) -> Tensor:
+    def dot(self, w: Tensor, dtype: DType | str | None = None, acc_dtype: DType | str | None = None) -> Tensor:
         """The matrix product self @ w (as tinygrad's dot; for two 1-d tensors, their inner product as torch.dot)."""
-        return self.matmul(w, dtype=dtype)
+        return self.matmul(w, dtype=dtype, acc_dtype=acc_dtype)
 
     @staticmethod
     def einsum(formula: str, *operands: Tensor | Sequence[Tensor], dtype: DType | str | None = None) -> Tensor:
