@@ -135,3 +135,20 @@ def test_random_errors():
         Tensor.rand(2, dtype=dtypes.int32)
     with pytest.raises(ValueError, match="randint: need ints low < high, got low=3 high=3"):
         Tensor.randint(2, low=3, high=3)
+
+
+def test_randint_in_torchs_forms():
+    for t, low, high, shape in ((Tensor.randint(0, 10, (3,)), 0, 10, (3,)), (Tensor.randint(5, (2, 4)), 0, 5, (2, 4)),
+                                (Tensor.randint(-3, 3, size=(50,)), -3, 3, (50,)),
+                                (Tensor.randint(2, 3, low=1, high=4), 1, 4, (2, 3))):
+        v = t.numpy()
+        assert v.shape == shape and v.min() >= low and v.max() < high
+    with pytest.raises(ValueError, match="torch's form"):
+        Tensor.randint(0, 1, 2, (3,))
+
+
+def test_a_list_of_tensors_is_stacked_as_torch_tensor_does():
+    a, b = Tensor(1.5), Tensor(2.5, requires_grad=True)
+    got = Tensor([a, b * 2])
+    assert got.shape == (2,) and got.numpy().tolist() == torch.tensor([torch.tensor(1.5), torch.tensor(5.0)]).tolist()
+    assert Tensor([Tensor([1, 2]), Tensor([3, 4])], dtype="float32").numpy().tolist() == [[1.0, 2.0], [3.0, 4.0]]

@@ -64,6 +64,10 @@ class Tensor(creation.CreationMixin, random.RandomMixin, movement.MovementMixin,
         elif isinstance(data, (bool, int, float)):
             dt = dtype or dtypes.from_py(data)
             self.uop = UOp.const(dt, data, dev)
+        elif isinstance(data, (list, tuple)) and data and all(isinstance(x, Tensor) for x in data):
+            # a list of tensors (0-d ones: torch.tensor([loss1, loss2])): stacked, a copy as torch's
+            stacked = Tensor.stack(list(data)).to(dev)
+            self.uop = (stacked.cast(dtype) if dtype is not None else stacked).contiguous().detach().uop
         elif isinstance(data, (list, tuple, np.ndarray, np.generic)):
             try:
                 arr = np.asarray(data)

@@ -101,8 +101,16 @@ class RandomMixin:
 
     @staticmethod
     def randint(*shape: Any, low: int = 0, high: int = 10, dtype: DType | str | None = None,
-                device: str | None = None) -> Tensor:
-        """Uniform random ints in [low, high)."""
+                device: str | None = None, size: Any = None) -> Tensor:
+        """Uniform random ints in [low, high): tinygrad's `randint(2, 3, low=0, high=5)`, and torch's
+        `randint(high, size)`, `randint(low, high, size)`, `randint(low, high, size=(2, 3))`."""
+        if size is not None or shape and isinstance(shape[-1], (tuple, list)):  # torch's form: the bounds come first
+            *bounds, size = shape if size is None else (*shape, size)
+            if len(bounds) not in (1, 2):
+                raise ArgumentError(f"randint: torch's form is randint(high, size) or randint(low, high, size), got "
+                                    f"{len(bounds)} bounds before the size")
+            low, high = (0, bounds[0]) if len(bounds) == 1 else bounds
+            shape = tuple(size)
         if not isinstance(low, int) or not isinstance(high, int) or low >= high:
             raise ArgumentError(f"randint: need ints low < high, got low={low!r} high={high!r}")
         dt = to_dtype(dtype) or dtypes.int32
