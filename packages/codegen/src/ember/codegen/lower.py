@@ -148,12 +148,34 @@ def _m_part(u: UOp, maxes: frozenset[UOp], deps: dict[UOp, bool], at: dict[UOp, 
     return None
 
 
+def _scaled_lanes(u: UOp, maxes: frozenset[UOp], deps: dict[UOp, bool]) -> tuple[UOp, float] | None:
+    """(lanes, c): u's part in the maxes is c * lanes, lanes the maxes themselves or lanes of them (GEP, VECTORIZE: a
+    block of queries' max broadcast over head_dim), c a constant; None otherwise. The rescale exp2(c * delta) is then
+    computed once per max lane, not once per lane of the sum (a query's head_dim accumulators share it)."""
+    def is_lanes(x: UOp) -> bool:
+        return x in maxes or (x.op in (Ops.GEP, Ops.VECTORIZE) and all(deps[s] and is_lanes(s) for s in x.src))
+    coeff = 1.0
+    while not is_lanes(u):
+        dep = [s for s in u.src if deps[s]]
+        if u.op is Ops.NEG:
+            coeff = -coeff
+        elif u.op is Ops.MUL and len(dep) == 1 and (k := u.src[1] if dep[0] is u.src[0] else u.src[0]).op is Ops.CONST:
+            coeff *= k.arg
+        elif u.op is not Ops.ADD or len(dep) != 1:
+            return None
+        u = dep[0]
+    return u, coeff
+
+
 def online_ratio(u: UOp, maxes: frozenset[UOp], deps: dict[UOp, bool], delta: dict[UOp, UOp]) -> UOp | None:
     """What value u (a product of factors free of the maxes and exp2s linear in them) is multiplied by when each max
     grows by delta[max]; None where u does not depend on them. AssertionError for any other use of a max."""
     if not deps[u]:
         return None
     if u.op is Ops.EXP2:
+        if (scaled := _scaled_lanes(u.src[0], maxes, deps)) is not None:  # exp2 of the maxes' lanes, then broadcast
+            lanes, coeff = scaled
+            return lanes.substitute({m: (delta[m] * UOp(Ops.CONST, delta[m].dtype, (), coeff)).exp2() for m in maxes})
         assert (part := _m_part(u.src[0], maxes, deps, delta)) is not None, f"online softmax: {u.src[0].op} in exp2"
         return part.exp2()
     if u.op is Ops.MUL:
@@ -178,12 +200,12 @@ def online_ratio(u: UOp, maxes: frozenset[UOp], deps: dict[UOp, bool], delta: di
 def lower_online(ctx: ReduceContext, reduces: tuple[UOp, ...]) -> dict[UOp, UOp]:
     """An online softmax's maxes and sums in one loop: per max m (the identity -inf) and sum x (0), per step
         new = max(old, value_m)
-        r   = exp2(a * (new - old))
-        x   = (0 if r == 0 else x * r) + value_x[m := new]
-    with new == old taken as no change (two -infs: no NaN). While m is -inf the terms are those of a row whose max is
-    -inf, as the unfused reduces make them (exp2(-inf - -inf): NaN, or 0 under a mask); the first finite m (r =
-    exp2(-inf) = 0) drops them, as every earlier score was -inf and its term exp2(-inf - m) = 0 (and a finite x times
-    r = 0 is 0 anyway). The sums' updates come before the max's store: they read its old value."""
+        x   = x * exp2(a * (new - old)) + value_x[m := new]
+    with new == old taken as no change (two -infs: no NaN), and m := 0 in the values while it is -inf: every score so
+    far was -inf, its term exp2(-inf) = 0 (the unfused reduces make it exp2(-inf - -inf) = NaN: a row of -inf sums to
+    0 here, NaN there; its softmax 0 / 0 is NaN in both). NaN and +inf scores give NaN as unfused. One multiply per
+    accumulator and step besides the term; the rescale's exp2 is once per max lane (`_scaled_lanes`). The sums'
+    updates come before the max's store: they read its old value."""
     rngs = tuple(sorted(reduces[0].src[1:], key=range_order))
     maxes = frozenset(r for r in reduces if r.arg is Ops.MAX)
     delta, ref, max_upd, updates, accs = {}, {}, {}, [], {}
@@ -194,7 +216,7 @@ def lower_online(ctx: ReduceContext, reduces: tuple[UOp, ...]) -> dict[UOp, UOp]
         old = UOp(Ops.LOAD, dt, (acc, UOp(Ops.STORE, dtypes.void, (acc, identity, *ctx.outer[m])), *rngs))
         new = fold_terms(m, old, dt)
         delta[m] = new.eq(old).where(UOp(Ops.CONST, dt, (), 0.0), new - old).cast(m.dtype)
-        ref[m] = new.cast(m.dtype)
+        ref[m] = new.eq(identity).where(UOp(Ops.CONST, dt, (), 0.0), new).cast(m.dtype)
         max_upd[m], accs[m] = (acc, new), acc
     for x in (r for r in reduces if r not in maxes):
         dt = accumulator_dtype(x)
@@ -208,7 +230,7 @@ def lower_online(ctx: ReduceContext, reduces: tuple[UOp, ...]) -> dict[UOp, UOp]
             start = old
         else:
             ratio = ratio.cast(dt)
-            start = _lanes(ratio.eq(identity), dt.count).where(identity, old * ratio)
+            start = old * ratio
         terms = x.replace(src=(value.substitute(ref), *x.src[1:]))
         updates.append(UOp(Ops.STORE, dtypes.void, (acc, fold_terms(terms, start, dt), *rngs)))
         accs[x] = acc
@@ -216,10 +238,6 @@ def lower_online(ctx: ReduceContext, reduces: tuple[UOp, ...]) -> dict[UOp, UOp]
     updates += [UOp(Ops.STORE, dtypes.void, (acc, new, *rngs, *updates)) for acc, new in max_upd.values()]
     end = UOp(Ops.END, dtypes.void, (UOp(Ops.NOOP, dtypes.void, tuple(updates)), *rngs))
     return {red: UOp(Ops.LOAD, acc.dtype, (acc, end)).cast(red.dtype) for red, acc in accs.items()}
-
-
-def _lanes(x: UOp, count: int) -> UOp:
-    return x if x.dtype.count == count else UOp(Ops.VECTORIZE, x.dtype.vec(count), (x,) * count)
 
 
 def _depends_on(value: UOp, maxes: frozenset[UOp]) -> dict[UOp, bool]:
