@@ -371,3 +371,10 @@ def test_older_tinygrads_acc_dtype():
     compare(lambda t: t.sum(1, acc_dtype="float64"), lambda t: t.sum(1, dtype=torch.float64), x)
     compare(lambda t: t.matmul(t.T, acc_dtype="float64"), lambda t: t.double() @ t.T.double(), x)
     compare(lambda t: t.dot(t.T, acc_dtype=dtypes.float64), lambda t: t.double() @ t.T.double(), x)
+
+
+def test_positive():
+    x = data(2, 3)
+    compare(lambda t: t.positive() * 2, lambda t: t.positive() * 2, x)
+    with pytest.raises(TypeError, match="bool"):
+        Tensor([True]).positive()

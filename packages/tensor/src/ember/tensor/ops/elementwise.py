@@ -416,6 +416,12 @@ class TensorElementwiseMixin(ElementwiseMixin):
     def arctanh(self) -> Tensor: return self.atanh()
     def arctan2(self, x: Any) -> Tensor: return self.atan2(x)
     def negative(self) -> Tensor: return self.neg()
+
+    def positive(self) -> Tensor:
+        """self (torch.positive; not on bool, as torch)."""
+        if self.dtype == dtypes.bool:
+            raise TypeError("positive: the positive operator does not support bool tensors")
+        return self
     def fix(self) -> Tensor: return self.trunc()
     def multiply(self, x: Any) -> Tensor: return self * x
     def divide(self, x: Any, rounding_mode: str | None = None) -> Tensor:
