@@ -712,9 +712,10 @@ class NNMixin:
         check_ids(Y, n, f"{op}: label ", ignore=ignore_index, error=IndexError, what=f"for {n} classes")
         logp = self.log_softmax(-1)
         keep = Y != ignore_index
-        onehot = (Y.reshape(*Y.shape, 1) == Tensor.arange(n, device=Y.device)).cast(logp.dtype)
-        # the label's log-probability is a sum of logp * one-hot, which the scheduler turns into one gated load
-        per = -(logp * onehot).sum(-1)
+        onehot = Y.reshape(*Y.shape, 1) == Tensor.arange(n, device=Y.device)
+        # the label's log-probability is a sum over the one-hot mask, which the scheduler turns into one gated load;
+        # a where, not logp * one-hot: a masked -inf logit elsewhere in the row must not make 0 * -inf = NaN (torch's)
+        per = -onehot.where(logp, 0.0).sum(-1)
         if label_smoothing:  # target (1 - s) * onehot + s / n, split so the pick stays a gather
             per = per * (1 - label_smoothing) - logp.sum(-1) * (label_smoothing / n)
         if reduction == "none":
@@ -741,12 +742,12 @@ class NNMixin:
                              f"dim {cdim}")
         check_ids(Y, n, f"{op}: target ", ignore=ignore_index, error=IndexError, what=f"for {n} classes")
         cshape = tuple(n if i == cdim else 1 for i in range(self.ndim))
-        onehot = (Y.unsqueeze(cdim) == Tensor.arange(n, device=Y.device).reshape(cshape)).cast(self.dtype)
+        onehot = Y.unsqueeze(cdim) == Tensor.arange(n, device=Y.device).reshape(cshape)
         keep = Y != ignore_index
-        picked = (self * onehot).sum(cdim)
+        picked = onehot.where(self, 0.0).sum(cdim)  # a where: -inf log-probabilities of other classes stay out (torch)
         if weight is None:
             return keep.where(-picked, 0.0), keep.cast(self.dtype), keep
-        wy = (onehot * weight.cast(self.dtype).reshape(cshape)).sum(cdim)
+        wy = onehot.where(weight.cast(self.dtype).reshape(cshape), 0.0).sum(cdim)
         return keep.where(-picked * wy, 0.0), keep.where(wy, 0.0), keep
 
     def _check_weight(self, weight: Tensor | None, op: str) -> None:
