@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from ember.schedule import schedule
+from ember.schedule import attention, schedule
 from ember.tensor import Tensor, dtypes
 from ember.uops import Ops, UOp
 
@@ -123,9 +123,28 @@ def test_python_device():
     np.testing.assert_allclose(qt.grad.numpy(), tq.grad.numpy(), rtol=1e-4, atol=2e-5)
 
 
+@pytest.fixture(params=[False, True], ids=["two_passes", "one_loop"])
+def one_loop(request, monkeypatch):
+    """The forward's single kernel as two passes (the default) or one loop (attention.ONLINE_ONE_LOOP)."""
+    monkeypatch.setattr(attention, "ONLINE_ONE_LOOP", request.param)
+    monkeypatch.setattr("ember.schedule._templates", {})  # (kernels by template: built anew under this mode)
+    return request.param
+
+
+@pytest.mark.parametrize("t,d", SHAPES)
 @pytest.mark.parametrize("causal", [False, True])
-def test_python_device_forward_online(causal):
-    """The forward alone (the online softmax: one kernel) on the PYTHON device, the GPU-style lowering, vs PyTorch."""
+def test_forward_one_kernel_vs_pytorch(one_loop, t, d, causal):
+    """Inference (nothing reads the row statistics): one kernel either way, the values of PyTorch's."""
+    q, k, v = arr(1, 2, t, d), arr(1, 2, t, d), arr(1, 2, t, d)
+    o = sdpa(*(Tensor(a) for a in (q, k, v)), causal=causal)
+    assert len(kernels(o)) == 1
+    ref = F.scaled_dot_product_attention(*(torch.tensor(a) for a in (q, k, v)), is_causal=causal)
+    np.testing.assert_allclose(o.numpy(), ref.numpy(), rtol=1e-4, atol=2e-5)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_python_device_forward_online(one_loop, causal):
+    """The forward alone (one kernel) on the PYTHON device, the GPU-style lowering, vs PyTorch."""
     t, d = 37, 2
     q, k, v = arr(1, 2, t, d), arr(1, 2, t, d), arr(1, 2, t, d)
     o = sdpa(*(Tensor(a, device="PYTHON") for a in (q, k, v)), causal=causal)
@@ -134,17 +153,17 @@ def test_python_device_forward_online(causal):
     np.testing.assert_allclose(o.numpy(), ref.numpy(), rtol=1e-4, atol=2e-5)
 
 
-def test_forward_kernels_and_no_scores():
-    """Forward (inference: nothing else reads the row statistics): one kernel, the online softmax (the row max, the
-    row sum of exp and p @ v in one loop over the keys, the scores computed once per pair); no buffer of T x T
-    elements nor a stored statistic (only q, k, v and the output); the key loop bounded by the query index."""
+def test_forward_kernels_and_no_scores(one_loop):
+    """Forward (inference: nothing else reads the row statistics): one kernel, the row max's loop over the keys then
+    the row sum's and p @ v's (or one loop for all three: the online softmax); no buffer of T x T elements nor a
+    stored statistic (only q, k, v and the output); the key loops bounded by the query index."""
     t, d = 257, 8
     q, k, v = (Tensor(arr(1, 2, t, d)) for _ in range(3))
     ks = kernels(sdpa(q, k, v, causal=True))
     assert len(ks) == 1
     assert [b.arg for b in ks[0].bufs] == [2 * t * d] * 4
     bounded = [r for r in ks[0].ast.toposort() if r.op is Ops.RANGE and r.src[0].op is not Ops.CONST]
-    assert len(bounded) == 1  # one key loop, up to the query's own position
+    assert len(bounded) == (1 if one_loop else 2)  # up to the query's own position
 
 
 def test_keys_stored_transposed_are_copied_once_in_row_order():
@@ -185,6 +204,21 @@ def test_plain_graph_schedules_as_sdpa(causal):
     assert len(k1) == len(k2) == 8
     assert max(b.arg for it in k2 for b in it.bufs) < t * t
     np.testing.assert_allclose(o2.numpy(), o1.numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_plain_graph_forward_is_one_kernel(one_loop, causal):
+    """The plain softmax(q k^T * scale + mask) @ v alone (no backward): one kernel, as sdpa's, the row sum and p @ v
+    over one range of keys (the row max's own, with one loop); the values of PyTorch's sdpa."""
+    t, d = 100, 4
+    q, k, v = arr(1, 2, t, d), arr(1, 2, t, d), arr(1, 2, t, d)
+    o = plain_attention(*(Tensor(a) for a in (q, k, v)), causal)
+    (item,) = kernels(o)
+    (mx,) = [u for u in item.ast.toposort() if u.op is Ops.REDUCE and u.arg is Ops.MAX]
+    sums = [u for u in item.ast.toposort() if u.op is Ops.REDUCE and u.arg is Ops.ADD and mx in u.src[0].toposort()]
+    assert len(sums) == 2 and sums[0].src[1:] == sums[1].src[1:] and (sums[0].src[1:] == mx.src[1:]) == one_loop
+    ref = F.scaled_dot_product_attention(*(torch.tensor(a) for a in (q, k, v)), is_causal=causal)
+    np.testing.assert_allclose(o.numpy(), ref.numpy(), rtol=1e-4, atol=2e-5)
 
 
 def test_long_sequence_step_has_no_score_buffer():

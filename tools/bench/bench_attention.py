@@ -10,8 +10,9 @@ F.scaled_dot_product_attention (eager), same thread count, each framework in its
 Reports the median step (ms) over --reps runs after the warm-up, and memory: the process's peak resident set
 (ru_maxrss) minus its resident set before the first step (inputs allocated, libraries loaded): what the step added.
 The stored-scores row sets ember.schedule.attention.RECOMPUTE_MAX_TERMS = 0 in its process (scores realized, the
-schedule of Ember before the fused attention); the unfused row ONLINE_SOFTMAX = False (no online softmax: the forward
-before it, a row max and a row sum kernel before the output's).
+schedule of Ember before the fused attention); the unfused row ONLINE_SOFTMAX = False (the forward before it, a row max
+and a row sum kernel before the output's); the one-loop row ONLINE_ONE_LOOP = True (the running max rescaling the sums
+in one loop, in place of the default's two passes in one kernel).
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ def run_ember(t: int, heads: int, head_dim: int, reps: int, variant: str, forwar
         attention.RECOMPUTE_MAX_TERMS = 0
     if variant == "ember-unfused":
         attention.ONLINE_SOFTMAX = False
+    if variant == "ember-one-loop":
+        attention.ONLINE_ONE_LOOP = True
     from ember.tensor import Tensor, jit
 
     rng = np.random.default_rng(0)
@@ -108,14 +111,16 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     p.add_argument("--stored", action="store_true", help="also Ember with the scores stored (no fused attention)")
     p.add_argument("--unfused", action="store_true", help="also Ember with no online softmax (row statistics stored)")
+    p.add_argument("--one-loop", action="store_true", help="also Ember with the forward's max and sums in one loop")
     p.add_argument("--forward", action="store_true", help="the forward alone (inference: out and a sum of it)")
-    p.add_argument("--framework", choices=["ember", "ember-stored", "ember-unfused", "torch"], help=argparse.SUPPRESS)
+    p.add_argument("--framework", choices=["ember", "ember-stored", "ember-unfused", "ember-one-loop", "torch"],
+                   help=argparse.SUPPRESS)
     p.add_argument("--child-seq", type=int, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.framework:
         return child(args)
     frameworks = ["ember", "torch"] + (["ember-stored"] if args.stored else []) + \
-        (["ember-unfused"] if args.unfused else [])
+        (["ember-unfused"] if args.unfused else []) + (["ember-one-loop"] if args.one_loop else [])
     step = "forward" if args.forward else "fwd+bwd"
     print(f"causal attention {step}, batch 1, {args.heads} heads x {args.head_dim}, {args.threads} threads, "
           f"median of {args.reps}")

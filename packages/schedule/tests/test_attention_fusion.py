@@ -3,7 +3,9 @@ no T x T buffer), and the reduces that a mask on their range lets run over fewer
 
 import math
 
-from ember.schedule import schedule
+import pytest
+
+from ember.schedule import attention, schedule
 from ember.schedule.attention import bound_masked_reduce, range_bound
 from ember.uops import AxisType, Ops, UOp, dtypes, verify
 
@@ -20,7 +22,7 @@ def matmul_t(a, b):
     return (a.reshape((n, 1, k)).expand((n, m, k)) * b.reshape((1, m, k)).expand((n, m, k))) \
         .reduce_axis(Ops.ADD, (2,)).reshape((n, m))
 
-def attention(q, k, v, mask=None):
+def attention_graph(q, k, v, mask=None):
     t = q.shape[0]
     s = matmul_t(q, k) * 0.25
     if mask is not None:
@@ -36,18 +38,23 @@ def items(*outs):
         verify(it.ast, "kernel")
     return s.items
 
-def test_scores_recomputed_in_their_readers():
+@pytest.mark.parametrize("one_loop", [False, True])
+def test_scores_recomputed_in_their_readers(monkeypatch, one_loop):
     """T = 128, head_dim 8 (a 128 x 128 score from two 128 x 8 inputs: a blow-up of 8), only the output asked for: one
-    kernel, the row max, the row sum and p @ v over one range of keys (the online softmax), the dot product over
-    head_dim nested in it; no 128 x 128 buffer, and no row statistic stored."""
+    kernel, no 128 x 128 buffer and no row statistic stored. Two passes (the default): the row max over a range of its
+    own, the row sum and p @ v over one other range; one loop (ONLINE_ONE_LOOP): all three over the max's range. The
+    dot product over head_dim nested in each."""
+    monkeypatch.setattr(attention, "ONLINE_ONE_LOOP", one_loop)
+    monkeypatch.setattr("ember.schedule._templates", {})  # (kernels by template: built anew under this mode)
     q, k, v = buf(128, 8), buf(128, 8), buf(128, 8)
-    its = items(attention(q, k, v))
+    its = items(attention_graph(q, k, v))
     assert len(its) == 1
     assert sorted(b.arg for b in its[0].bufs) == [128 * 8] * 4
     reduces = [u for u in its[0].ast.toposort() if u.op is Ops.REDUCE]
     mx = [r for r in reduces if r.arg is Ops.MAX]
     sums = [r for r in reduces if r.arg is Ops.ADD and mx[0] in r.src[0].toposort()]
-    assert len(mx) == 1 and len(sums) == 2 and all(r.src[1:] == mx[0].src[1:] for r in sums)
+    assert len(mx) == 1 and len(sums) == 2 and sums[0].src[1:] == sums[1].src[1:]
+    assert (sums[0].src[1:] == mx[0].src[1:]) == one_loop
     assert any(inner in mx[0].src[0].toposort() for inner in reduces)
 
 def test_row_statistics_read_elsewhere_are_stored():
@@ -56,7 +63,7 @@ def test_row_statistics_read_elsewhere_are_stored():
     before p @ v's, both recomputing the scores from the stored max: 2 kernels, no 128 x 128 buffer."""
     q, k, v = buf(128, 8), buf(128, 8), buf(128, 8)
     mx = (matmul_t(q, k) * 0.25).reduce_axis(Ops.MAX, (1,))
-    its = items(attention(q, k, v), mx)
+    its = items(attention_graph(q, k, v), mx)
     assert len(its) == 2 and max(b.arg for it in its for b in it.bufs) == 128 * 8
     out = next(it for it in its if it.bufs[0].arg == 128 * 8)
     sums = [u for u in out.ast.toposort() if u.op is Ops.REDUCE and u.arg is Ops.ADD and
@@ -67,7 +74,7 @@ def test_row_statistics_read_elsewhere_are_stored():
 def test_small_blowup_keeps_the_stored_scores():
     """T = 32, head_dim 8 (a blow-up of 2): the scores are one matmul, stored and read by the three reduces."""
     q, k, v = buf(32, 8), buf(32, 8), buf(32, 8)
-    its = items(attention(q, k, v))
+    its = items(attention_graph(q, k, v))
     assert len(its) == 5 and max(b.arg for it in its for b in it.bufs) == 32 * 32
 
 def test_a_score_read_by_an_output_is_stored():

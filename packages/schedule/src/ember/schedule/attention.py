@@ -22,16 +22,23 @@ masked part of every reduce over it is not visited.
    end). Causal attention then does half the work, forward and backward. The mask stays in the body: a loop bound
    only skips what it masks, so codegen may widen it (a block of queries runs to the bound of its last). The check
    assumes the unmasked operands are finite, as flash attention does (0 * v is taken to be 0).
-3. Online softmax, where nothing but p @ v reads the row statistics (inference): the row max and the row sum are not
-   stored either (`online_softmax_stats`) but computed in p @ v's kernel, and `online_softmax` rewrites the sums
-   there to run over the max's own range; codegen lowers a max and the sums that read it over one range as one loop
-   (ember.codegen.lower.lower_online: the running max rescales the sums). Causal forward: 1 kernel, each score
-   computed once. Where something else reads a statistic (a backward), the forward stays 3 kernels (a stored max
-   and sum, each recomputing the scores). Left (issue 22): a training forward that stores only the row log-sum-exp
-   lse = m + log(sum) (O(T)) from the online kernel, as a second output (kernels have one output today) or a cheap
-   kernel of its own, and a backward that reads p = exp(s - lse) and D = rowsum(dO * O) (an O(T x head_dim) kernel,
-   no scores) in place of the max, the sum and the rows of dS: that would save the max and sum kernels' two score
-   passes forward and the rows-of-dS kernel's one backward (10 -> 6 head_dim dot products per pair).
+3. Where nothing but p @ v reads the row statistics (inference), the row max and the row sum are not stored either
+   (`online_softmax_stats`) but computed in p @ v's kernel: causal forward is 1 kernel. `online_softmax` puts the
+   row sum and p @ v over one range there, after the max's own loop (two passes over the scores, the values of the
+   unfused reduces exactly); with ONLINE_ONE_LOOP over the max's range, which codegen lowers as one loop, the
+   running max rescaling the sums (ember.codegen.lower.lower_online: each score computed once, but a rescale of
+   every accumulator per key: on the CPU ~25% more time than the two passes, tools/bench/RESULTS.md). Where
+   something else reads a statistic (a backward), the forward stays 3 kernels (a stored max and sum, each
+   recomputing the scores). Left (issue 22), the training step:
+   a. two outputs from the online kernel: o and the row log-sum-exp lse = m + log(l). Kernels store one buffer
+      today; either a kernel SINK of two stores (o at [i, c], lse at [i]: codegen's expand, heuristic and linearize
+      assume one), or o and lse packed in one (..., T, head_dim + k) buffer, o and lse views of it (the heuristic
+      must still hold a whole row in registers: head_dim + k is no power of two);
+   b. the backward rewritten to read them (a tensor-graph rule before realize_map): p = exp2((s - lse) log2e) in
+      place of exp(s - m) / l, and the rows of dS, rowsum(dP * p), as D = rowsum(dO * o) (an O(T head_dim) kernel,
+      no scores). Then the forward is 1 kernel (1 dot product per pair), the backward dv, dq, dk (2 + 2 + 1, or dk and
+      dv in one kernel sharing s and dP: 2): 10 -> 5 (4) dot products per pair; the max and sum kernels (2 score
+      passes) and the rows-of-dS kernel (2) go.
 """
 
 from __future__ import annotations
@@ -64,6 +71,9 @@ RECOMPUTE_MAX_BROADCAST = 256
 # row statistics that only p @ v reads are computed in its kernel (3. above); False: stored, each in a kernel of its own
 # (tools/bench/bench_attention.py --unfused measures the difference)
 ONLINE_SOFTMAX = True
+# ... as one loop, the running max rescaling the sums (ember.codegen.lower.lower_online); False: two passes in that
+# kernel, the row max's loop, then the row sum's and p @ v's together (no rescale per key: on a CPU the cheaper)
+ONLINE_ONE_LOOP = False
 
 _MUST_REALIZE = (Ops.SINK, Ops.CONTIGUOUS, Ops.COPY, Ops.ASSIGN)
 
@@ -415,7 +425,8 @@ def online_softmax(red: UOp) -> UOp | None:
     """sum over r of f(r) * exp2((s(r) - M) * c) * y, M the max of s over r' (a range of r's size), y free of r ->
     sum over r' of f(r') * exp2((s(r') - M) * c), times y: the sum reads its max over its own loop, the form codegen
     lowers as an online softmax (ember.codegen.lower: one loop, the running max rescaling the sums). Every sum of
-    exp2(s - M) (the row sum, p @ v) joins the max's loop: the scores are computed once per (query, key)."""
+    exp2(s - M) (the row sum, p @ v) joins the max's loop: the scores are computed once per (query, key). Unless
+    ONLINE_ONE_LOOP, the sums join one loop after the max's instead (`_two_pass_softmax`)."""
     if red.arg is not Ops.ADD or len(red.src) != 2 or not dtypes.is_float(red.dtype):
         return None
     r = red.src[1]
@@ -424,6 +435,8 @@ def online_softmax(red: UOp) -> UOp | None:
              r not in u.toposort()]
     if not maxes:
         return None
+    if not ONLINE_ONE_LOOP:
+        return _two_pass_softmax(red, maxes)
     # the max in the loop of a sum already rewritten (the row sum, read by p @ v), else the first; the same max over
     # another range (rangeify made one per path to it) is the same value
     loops = {u.src[1] for u in red.src[0].toposort() if u.op is Ops.REDUCE and u.arg is Ops.ADD and len(u.src) == 2}
@@ -443,6 +456,35 @@ def online_softmax(red: UOp) -> UOp | None:
         return None
     ret = UOp(Ops.REDUCE, red.dtype, (value, m.src[1]), Ops.ADD)
     return ret * _product(free) if free else ret
+
+
+def _two_pass_softmax(red: UOp, maxes: list[UOp]) -> UOp | None:
+    """sum over r of f(r) * g(M) * y (y free of r) -> sum over R of f(R) * g(M), times y, R the range of the row sum
+    that red reads (red is p @ v) or red's own: every sum of the softmax runs over one range, its max over its own
+    before it. Two passes over the scores in one kernel (the max's loop, then one loop for the row sum and p @ v), the
+    values of the unfused reduces exactly (no rescale)."""
+    r = red.src[1]
+    sums = [u for u in red.src[0].toposort() if u.op is Ops.REDUCE and u.arg is Ops.ADD and len(u.src) == 2 and
+            u.src[1].src[0] is r.src[0] and u.src[1].arg[1] == r.arg[1] and any(m in u.toposort() for m in maxes)]
+    loop = sums[0] if sums else None
+    m = next((u for u in maxes if loop is not None and u in loop.toposort()), maxes[0])
+    if any(_canonical(u) is not _canonical(m) for u in maxes):
+        return None
+    R = loop.src[1] if loop is not None else r
+    inner, free = _factors(red.src[0], r)
+    value = _product(inner).substitute({r: R, **{u: m for u in maxes if u is not m}})
+    if loop is not None:  # the dot products of the scores as the row sum computes them: computed once per key
+        dots = {_canonical(u): u for u in loop.src[0].toposort() if u.op is Ops.REDUCE and u not in m.toposort()}
+        value = value.substitute({u: dots[c] for u in value.toposort() if u.op is Ops.REDUCE and u is not m and
+                                  (c := _canonical(u)) in dots and dots[c] is not u})
+    in_max = set(m.toposort())
+    # (other reduces only inside the loop, the dot products of the scores: a sum over the loop would be read in it)
+    if any(u.op is Ops.REDUCE and u not in in_max and (R in u.src[1:] or R not in u.toposort())
+           for u in value.toposort()):
+        return None
+    ret = UOp(Ops.REDUCE, red.dtype, (value, R), Ops.ADD)
+    ret = ret * _product(free) if free else ret
+    return None if ret is red else ret
 
 
 # (applied to a kernel's value after its reduces are bounded: the max and the sums have the same bounded ranges)
