@@ -388,7 +388,8 @@ class ReduceMixin:
         ax = normalize_axis(axis, self.ndim, op)[0]
         if self.shape[ax] == 0:
             return self, Tensor.zeros(*self.shape, dtype=dtypes.int64, device=self.device)
-        x = self.transpose(ax, -1)
+        source = self.transpose(ax, -1)
+        x = source.detach()
         n = x.shape[-1]
         ramp = Tensor.arange(n, device=self.device)
         keep = ramp.reshape(1, n) <= ramp.reshape(n, 1)  # [i, j]: j <= i
@@ -399,8 +400,13 @@ class ReduceMixin:
             high = math.inf if dtypes.is_float(self.dtype) else dtypes.max(self.dtype)
             values = keep.where(x.unsqueeze(-2), Tensor(high, self.device, x.dtype)).min(-1)
         values = values.contiguous()  # (its own kernel: not recomputed for every j of the index search)
-        hit = keep.logical_and(x.unsqueeze(-2) == values.unsqueeze(-1))
+        is_value = x.unsqueeze(-2) == values.unsqueeze(-1)
+        if dtypes.is_float(self.dtype):  # a NaN is the running max/min from where it appears: its index, as torch's
+            is_value = is_value.logical_or(x.unsqueeze(-2).isnan())
+        hit = keep.logical_and(is_value)
         indices = hit.where(ramp.reshape(1, n), -1).max(-1).cast(dtypes.int64)
+        if self.requires_grad is not False:  # the values picked at the indices: each gradient goes to that one element (torch's)
+            values = source.gather(-1, indices)
         return values.transpose(ax, -1), indices.transpose(ax, -1)
 
     @torch_axis_name()
