@@ -86,3 +86,10 @@ def test_save_is_atomic_and_checks_types(tmp_path):
         safe_save({"a": Tensor.ones(2), "b": [1, 2]}, p)
     assert list(safe_load(p)) == ["a"]  # the old file is intact
     assert [x.name for x in tmp_path.iterdir()] == ["m.safetensors"]  # no temp file left behind
+
+
+def test_save_refuses_names_that_are_not_strings(tmp_path):
+    for name in (1, None, "__metadata__"):
+        with pytest.raises(TypeError, match="tensor names must be strings"):
+            safe_save({name: Tensor([1.0])}, tmp_path / "x.safetensors")
+    assert not (tmp_path / "x.safetensors").exists()

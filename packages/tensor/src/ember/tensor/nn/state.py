@@ -96,6 +96,8 @@ def safe_save(tensors: Mapping[str, Tensor], path: str | os.PathLike[str],
     header: dict[str, Any] = {}
     blobs, offset = [], 0
     for name, t in tensors.items():
+        if not isinstance(name, str) or name == "__metadata__":  # (json would write 1 as "1"; the header's own key)
+            raise TypeError(f"safe_save: tensor names must be strings other than '__metadata__', got {name!r}")
         if not isinstance(t, Tensor):
             raise TypeError(f"safe_save: {name!r} is a {type(t).__name__}, not a Tensor")
         if t.dtype not in _CODE:
