@@ -7,8 +7,10 @@ F.scaled_dot_product_attention (eager), same thread count, each framework in its
     python tools/bench/bench_attention.py --forward --unfused     # inference (out only; torch under no_grad), and
                                                                   # Ember with the row statistics stored (3 kernels)
 
-Reports the median step (ms) over --reps runs after the warm-up, and memory: the process's peak resident set
-(ru_maxrss) minus its resident set before the first step (inputs allocated, libraries loaded): what the step added.
+Reports the median step (ms) over --reps runs after the warm-up, the mean CPU time of a step (all threads; less
+moved by other jobs on a shared machine than the wall time; PyTorch's threads may spin), and memory: the process's
+peak resident set (ru_maxrss) minus its resident set before the first step (inputs allocated, libraries loaded): what
+the step added.
 The stored-scores row sets ember.schedule.attention.RECOMPUTE_MAX_TERMS = 0 in its process (scores realized, the
 schedule of Ember before the fused attention); the unfused row ONLINE_SOFTMAX = False (the forward before it, a row max
 and a row sum kernel before the output's); the one-loop row ONLINE_ONE_LOOP = True (the running max rescaling the sums
@@ -30,6 +32,11 @@ import time
 def rss_mb() -> float:
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def cpu_s() -> float:  # (this process's CPU time, all threads: less moved than the wall time by other jobs' load)
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
 def peak_mb() -> float:
@@ -60,14 +67,15 @@ def run_ember(t: int, heads: int, head_dim: int, reps: int, variant: str, forwar
     inputs = [Tensor(a, requires_grad=i < 3 and not forward) for i, a in enumerate(arrays)]
     Tensor.realize_all(*inputs)
     base = rss_mb()
-    times = []
+    times, cpu = [], 0.0
     for i in range(reps + 2):  # calls 1 and 2 run eagerly (the second captures); replays after
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), cpu_s()
         outs = step(*inputs)
         outs[1].numpy()
         if i >= 2:
             times.append(time.perf_counter() - t0)
-    return {"ms": statistics.median(times) * 1e3, "mem_mb": peak_mb() - base}
+            cpu += cpu_s() - c0
+    return {"ms": statistics.median(times) * 1e3, "cpu_ms": cpu / reps * 1e3, "mem_mb": peak_mb() - base}
 
 
 def run_torch(t: int, heads: int, head_dim: int, reps: int, threads: int, forward: bool) -> dict[str, float]:
@@ -81,9 +89,9 @@ def run_torch(t: int, heads: int, head_dim: int, reps: int, threads: int, forwar
     for x in (q, k, v):
         x.requires_grad_(not forward)
     base = rss_mb()
-    times = []
+    times, cpu = [], 0.0
     for i in range(reps + 2):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), cpu_s()
         out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         if forward:
             (out * up).sum().item()
@@ -91,7 +99,8 @@ def run_torch(t: int, heads: int, head_dim: int, reps: int, threads: int, forwar
             dq, dk, dv = torch.autograd.grad((out * up).sum(), (q, k, v))
         if i >= 2:
             times.append(time.perf_counter() - t0)
-    return {"ms": statistics.median(times) * 1e3, "mem_mb": peak_mb() - base}
+            cpu += cpu_s() - c0
+    return {"ms": statistics.median(times) * 1e3, "cpu_ms": cpu / reps * 1e3, "mem_mb": peak_mb() - base}
 
 
 def child(args: argparse.Namespace) -> None:
@@ -124,7 +133,8 @@ def main() -> None:
     step = "forward" if args.forward else "fwd+bwd"
     print(f"causal attention {step}, batch 1, {args.heads} heads x {args.head_dim}, {args.threads} threads, "
           f"median of {args.reps}")
-    print(f"{'T':>6s} " + " ".join(f"{f + ' ms':>16s} {f + ' MB':>16s}" for f in frameworks) + f" {'ember/torch':>12s}")
+    print(f"{'T':>6s} " + " ".join(f"{f + ' ms':>16s} {f + ' cpu ms':>16s} {f + ' MB':>16s}" for f in frameworks) +
+          f" {'ember/torch':>12s}")
     for t in args.seqs:
         row = {}
         for f in frameworks:
@@ -134,11 +144,12 @@ def main() -> None:
             out = subprocess.run(cmd, capture_output=True, text=True)
             if out.returncode:
                 print(out.stderr[-2000:], file=sys.stderr)
-                row[f] = {"ms": float("nan"), "mem_mb": float("nan")}
+                row[f] = {"ms": float("nan"), "cpu_ms": float("nan"), "mem_mb": float("nan")}
             else:
                 row[f] = json.loads(out.stdout.strip().splitlines()[-1])
         speed = row["torch"]["ms"] / row["ember"]["ms"]
-        print(f"{t:6d} " + " ".join(f"{row[f]['ms']:16.1f} {row[f]['mem_mb']:16.1f}" for f in frameworks) +
+        print(f"{t:6d} " + " ".join(f"{row[f]['ms']:16.1f} {row[f]['cpu_ms']:16.1f} {row[f]['mem_mb']:16.1f}"
+                                    for f in frameworks) +
               f" {speed:11.2f}x")
 
 
