@@ -460,23 +460,24 @@ def online_softmax(red: UOp) -> UOp | None:
 
 def _two_pass_softmax(red: UOp, maxes: list[UOp]) -> UOp | None:
     """sum over r of f(r) * g(M) * y (y free of r) -> sum over R of f(R) * g(M), times y, R the range of the row sum
-    that red reads (red is p @ v) or red's own: every sum of the softmax runs over one range, its max over its own
-    before it. Two passes over the scores in one kernel (the max's loop, then one loop for the row sum and p @ v), the
+    that red reads (red is p @ v): every sum of the softmax runs over one range, its max over its own before it. Two passes over the scores in one kernel (the max's loop, then one loop for the row sum and p @ v), the
     values of the unfused reduces exactly (no rescale)."""
     r = red.src[1]
     sums = [u for u in red.src[0].toposort() if u.op is Ops.REDUCE and u.arg is Ops.ADD and len(u.src) == 2 and
             u.src[1].src[0] is r.src[0] and u.src[1].arg[1] == r.arg[1] and any(m in u.toposort() for m in maxes)]
-    loop = sums[0] if sums else None
-    m = next((u for u in maxes if loop is not None and u in loop.toposort()), maxes[0])
+    if not sums:  # (the row sum itself, or a sum that reads none: left as it is)
+        return None
+    loop = sums[0]
+    m = next((u for u in maxes if u in loop.toposort()), maxes[0])
     if any(_canonical(u) is not _canonical(m) for u in maxes):
         return None
-    R = loop.src[1] if loop is not None else r
+    R = loop.src[1]
     inner, free = _factors(red.src[0], r)
     value = _product(inner).substitute({r: R, **{u: m for u in maxes if u is not m}})
-    if loop is not None:  # the dot products of the scores as the row sum computes them: computed once per key
-        dots = {_canonical(u): u for u in loop.src[0].toposort() if u.op is Ops.REDUCE and u not in m.toposort()}
-        value = value.substitute({u: dots[c] for u in value.toposort() if u.op is Ops.REDUCE and u is not m and
-                                  (c := _canonical(u)) in dots and dots[c] is not u})
+    # the dot products of the scores as the row sum computes them: computed once per key
+    dots = {_canonical(u): u for u in loop.src[0].toposort() if u.op is Ops.REDUCE and u not in m.toposort()}
+    value = value.substitute({u: dots[c] for u in value.toposort() if u.op is Ops.REDUCE and u is not m and
+                              (c := _canonical(u)) in dots and dots[c] is not u})
     in_max = set(m.toposort())
     # (other reduces only inside the loop, the dot products of the scores: a sum over the loop would be read in it)
     if any(u.op is Ops.REDUCE and u not in in_max and (R in u.src[1:] or R not in u.toposort())
