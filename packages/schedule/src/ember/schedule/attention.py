@@ -460,8 +460,9 @@ def online_softmax(red: UOp) -> UOp | None:
 
 def _two_pass_softmax(red: UOp, maxes: list[UOp]) -> UOp | None:
     """sum over r of f(r) * g(M) * y (y free of r) -> sum over R of f(R) * g(M), times y, R the range of the row sum
-    that red reads (red is p @ v): every sum of the softmax runs over one range, its max over its own before it. Two passes over the scores in one kernel (the max's loop, then one loop for the row sum and p @ v), the
-    values of the unfused reduces exactly (no rescale)."""
+    that red reads (red is p @ v): every sum of the softmax runs over one range, its max over its own before it. Two
+    passes over the scores in one kernel (the max's loop, then one loop for the row sum and p @ v), the values of the
+    unfused reduces exactly (no rescale)."""
     r = red.src[1]
     sums = [u for u in red.src[0].toposort() if u.op is Ops.REDUCE and u.arg is Ops.ADD and len(u.src) == 2 and
             u.src[1].src[0] is r.src[0] and u.src[1].arg[1] == r.arg[1] and any(m in u.toposort() for m in maxes)]
