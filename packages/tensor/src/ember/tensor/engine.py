@@ -278,6 +278,9 @@ class Engine:
                      capture: Capture | None = None) -> None:
         """Run every ExecItem in order, each launch recorded in `capture` when one is given (DEBUG>=2 prints each
         kernel with its time)."""
+        for item in sched.items:  # (memory first: a device may ready it in the background while programs are built)
+            for b in item.bufs:
+                buffer_for(b)
         self.prepare_kernels(sched)
         verbose = settings.DEBUG.value >= 2
         for i, item in enumerate(sched.items):
