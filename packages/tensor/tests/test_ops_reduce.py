@@ -164,3 +164,19 @@ def test_reduce_dtypes():
     assert Tensor([1.0, 2.0]).logsumexp(0).dtype == dtypes.float32
     assert Tensor([1, 2]).softmax().dtype == dtypes.float32
     assert Tensor([True, False]).any().dtype == dtypes.bool
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_16_bit_floats_accumulate_in_float32(dtype):
+    # torch (and tinygrad) sum, mean, cumsum and matmul 16-bit floats in float32 and round once: a running float16
+    # sum overflowed at 65504 (60000 + 60000 - 60000 was inf) and lost bits over 1000 terms
+    big = [60000.0, 60000.0, -60000.0] if dtype == "float16" else [3e38, 3e38, -3e38]
+    small = np.random.default_rng(0).random(1000).astype(np.float32)
+    tdt = getattr(torch, dtype)
+    for values in (big, small):
+        t, x = torch.tensor(values).to(tdt), Tensor(np.asarray(values, np.float32)).cast(dtype)
+        for got, want in ((x.sum(), t.sum()), (x.mean(), t.mean()), (x.cumsum(0), t.cumsum(0)),
+                          (x.reshape(1, -1) @ x.reshape(-1, 1), t.reshape(1, -1) @ t.reshape(-1, 1)),
+                          (x.dot(x.ones_like()), t.dot(torch.ones_like(t)))):
+            assert got.dtype == getattr(dtypes, dtype)
+            np.testing.assert_array_equal(got.float().numpy(), want.float().numpy())  # (bit-exact: one rounding)

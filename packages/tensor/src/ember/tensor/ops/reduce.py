@@ -20,6 +20,9 @@ def _int64_acc(dt: DType) -> DType:
     return dt if dtypes.is_float(dt) or dt == dtypes.uint64 else dtypes.int64
 
 
+_HALF_FLOATS = (dtypes.float16, dtypes.bfloat16)
+
+
 class ReduceMixin:
     """Reductions over axes: `x.sum(1, keepdim=True)`, `x.argmax(-1)`, `x.cumsum(0)`, `a @ b`. Each takes the axis as
     `axis` (tinygrad) or as the keyword `dim` (PyTorch): `x.mean(dim=-1)`."""
@@ -41,6 +44,8 @@ class ReduceMixin:
         name) too."""
         if (dt := to_dtype(dtype if dtype is not None else acc_dtype)) is not None:
             return self.cast(dt).sum(axis, keepdim).cast(dt)
+        if self.dtype in _HALF_FLOATS:  # accumulated in float32, rounded once (torch's and tinygrad's; was 16-bit steps)
+            return self.cast(dtypes.float32)._reduce(Ops.ADD, axis, keepdim).cast(self.dtype)
         return self.cast(sum_acc_dtype(self.dtype))._reduce(Ops.ADD, axis, keepdim)
 
     def _nonempty(self, op: str, axis: int | Sequence[int] | None) -> None:
@@ -247,7 +252,10 @@ class ReduceMixin:
         if self.ndim == 0:  # (axis 0 or -1 of a 0-d tensor: itself)
             return self.float_()
         count = int(prod([self.shape[a] for a in axes]))
-        out = self.float_().sum(axis, keepdim)
+        x = self.float_()
+        if x.dtype in _HALF_FLOATS:  # the sum divided in float32 before it rounds: a mean of 60000s is not inf (torch)
+            return x.cast(dtypes.float32).mean(axis, keepdim).cast(x.dtype)
+        out = x.sum(axis, keepdim)
         return out * (1 / count) if count else out * float("nan")
 
     @torch_axis_name()
@@ -479,6 +487,9 @@ class ReduceMixin:
             w = Tensor(w, self.device)
         if (dt := to_dtype(dtype)) is not None:
             return self.cast(dt).matmul(w.cast(dt))
+        if (out_dtype := least_upper_dtype(self.dtype, w.dtype)) in _HALF_FLOATS:
+            # products and sums in float32, rounded once: torch's, and what the tensor cores do (float32 out)
+            return self.cast(dtypes.float32).matmul(w.cast(dtypes.float32)).cast(out_dtype)
         if self.ndim == 0 or w.ndim == 0:
             raise ShapeError(f"matmul: both arguments to matmul need to be at least 1D, got {self.shape} and "
                              f"{w.shape}")
