@@ -182,3 +182,14 @@ def test_class_losses_with_masked_logits(name):
     got.sum().backward()
     _assert_close(want.detach().numpy(), got.numpy(), 1e-6, 1e-6, f"{name} forward")  # (label smoothing: inf)
     _assert_close(xt.grad.numpy(), xe.grad.numpy(), 1e-5, 1e-6, f"{name} gradient")
+
+
+@pytest.mark.parametrize("name", ["atanh", "acosh"])
+def test_inverse_hyperbolic_gradients_at_the_domain_ends(name):
+    # torch: atanh' = 1 / (1 - x^2) is inf at +-1 and 0 at +-inf, acosh' = 1 / sqrt(x^2 - 1) is inf at 1 and 0 at inf
+    # (both were NaN: inf * 0 inside log1p(2x / (1 - x)) and sqrt(2t + t^2))
+    x = [1.0, -1.0, 0.0, -0.0, 0.5, -0.999, 0.9999, 1e-20, 2.0, 1e10, math.inf, -math.inf] if name == "atanh" else \
+        [1.0, 1.0000001, 1.5, 2.0, 10.0, 1e9, 2e9, 1e30, math.inf]  # (1e30: torch 1 / sqrt(inf) = 0, Ember 1e-30)
+    want, got, gt, ge = _run(getattr(torch, name), lambda t: getattr(t, name)(), x)
+    _assert_close(want, got, 1e-6, 0, f"{name} forward")
+    _assert_close(gt[0], ge[0], 1e-4, 1e-19, f"{name} gradient")  # (1e-4: atanh near 1 is 500.257, torch 500.260)

@@ -557,14 +557,16 @@ class TensorElementwiseMixin(ElementwiseMixin):
         x = self._math_in()
         huge = x > 1e9
         t = huge.where(0.0, x - 1)
-        small = (t + (2 * t + t * t).sqrt()).log1p()
+        # (sqrt(t) sqrt(t + 2), not sqrt(2t + t^2): at x = 1 the gradient is inf, as torch's, not inf * 0 = NaN via t * t)
+        small = (t + t.sqrt() * (t + 2).sqrt()).log1p()
         out = huge.where(x.maximum(1).log() + math.log(2), small)
         return self._math_out((x < 1).where(math.nan, out))
 
     def atanh(self) -> Tensor:
-        """0.5 * log((1 + x) / (1 - x)) on (-1, 1): 0.5 * log1p(2x / (1 - x)); +-inf at +-1, NaN outside."""
+        """0.5 * log((1 + x) / (1 - x)) on (-1, 1): 0.5 * (log1p(x) - log1p(-x)); +-inf at +-1, NaN outside. (Not
+        log1p(2x / (1 - x)): its gradient at +-1 and +-inf was inf * 0 = NaN, torch's is inf and 0.)"""
         x = self._math_in()
-        return self._math_out(0.5 * (2 * x / (1 - x)).log1p())
+        return self._math_out(0.5 * (x.log1p() - (-x).log1p()))
 
     def log10(self) -> Tensor:
         """The base-10 logarithm: log2(x) * log10(2)."""
