@@ -28,6 +28,9 @@ OPS = {
     "hardtanh": (lambda a, b: a.hardtanh(), lambda a, b: F.hardtanh(a)),
     "relu6": (lambda a, b: a.relu6(), lambda a, b: F.relu6(a)),
     "cummax": (lambda a, b: a.cummax(1)[0], lambda a, b: a.cummax(1)[0]),
+    "clamp min tensor": (lambda a, b: a.clamp(min=b), lambda a, b: torch.clamp(a, min=b)),  # (a NaN bound: NaN)
+    "clamp max tensor": (lambda a, b: a.clamp(max=b), lambda a, b: torch.clamp(a, max=b)),
+    "clamp nan scalar": (lambda a, b: a.clamp(min=NAN, max=1.0), lambda a, b: a.clamp(min=NAN, max=1.0)),
     ">=": (lambda a, b: a >= b, lambda a, b: a >= b),
     "<=": (lambda a, b: a <= b, lambda a, b: a <= b),
     ">= scalar": (lambda a, b: a >= 0.0, lambda a, b: a >= 0.0),

@@ -279,13 +279,19 @@ class TensorElementwiseMixin(ElementwiseMixin):
         return y0._math_out(x_neg.where(math.pi - ang, ang) * sign_y)
 
     def hypot(self, x: Any) -> Tensor:
-        """sqrt(self^2 + x^2), scaled by the larger magnitude so that it does not overflow."""
+        """sqrt(self^2 + x^2), scaled by the larger magnitude so that it does not overflow; inf with anything is inf."""
         a, b = self._broadcasted(x)
         a, b = a.abs(), b.abs()
-        big, small = a.maximum(b), a.minimum(b)
-        r = small / (big == 0).where(1.0, big)
-        out = big * (1 + r * r).sqrt()
-        return big.isinf().where(big, out)  # (inf with anything, NaN too, is inf)
+        # scaled by the larger magnitude k taken as a constant: the gradient is a / hypot, as torch's (through
+        # big * sqrt(1 + (small / big)^2) a tie split it, tiny and huge values under/overflowed it)
+        any_inf = a.isinf().logical_or(b.isinf())
+        a, b = any_inf.where(0.0, a), any_inf.where(0.0, b)  # (an inf out of the formula: no inf * 0 gradients)
+        k = a.maximum(b).detach()
+        tiny = {dtypes.float16: 6.103515625e-05, dtypes.float64: 2.2250738585072014e-308}.get(k.dtype,
+                                                                                          1.1754943508222875e-38)
+        k = (k < tiny).logical_or(k.isnan()).where(1.0, k)  # (0 and subnormals, which the CPU may flush: no 0 / 0)
+        out = k * ((a / k).square() + (b / k).square()).sqrt()
+        return any_inf.where(math.inf, out)  # (inf with anything, NaN too, is inf)
 
     def deg2rad(self) -> Tensor: return self.float_() * (math.pi / 180)
     def rad2deg(self) -> Tensor: return self.float_() * (180 / math.pi)
@@ -374,11 +380,15 @@ class TensorElementwiseMixin(ElementwiseMixin):
         return self.cast(dtypes.float64).pow(e)
 
     def sinc(self) -> Tensor:
-        """sin(pi x) / (pi x), and 1 at 0."""
+        """sin(pi x) / (pi x), and 1 at 0: its series where |pi x| < 0.5, so that the gradient near 0 does not cancel
+        (cos(pi x) / x - sin(pi x) / (pi x^2) was -0.32 at x = 1e-8, torch's 0)."""
         x = self._math_in()
-        zero = x == 0
-        px = zero.where(1.0, x) * math.pi  # (no 0 / 0 in the branch that is not taken)
-        return self._math_out(zero.where(1.0, px.sin() / px))
+        px = x * math.pi
+        near = px.abs() < 0.5
+        s = near.where(px, 0.0).square()
+        series = 1 - s / 6 * (1 - s / 20 * (1 - s / 42 * (1 - s / 72)))  # (error below (pi x)^10 / 11!: 3e-11)
+        far = near.where(1.0, px)  # (no 0 / 0 in the branch that is not taken)
+        return self._math_out(near.where(series, far.sin() / far))
 
     def erfc(self) -> Tensor:
         """1 - erf(x)."""
@@ -557,7 +567,7 @@ class TensorElementwiseMixin(ElementwiseMixin):
         x = self._math_in()
         huge = x > 1e9
         t = huge.where(0.0, x - 1)
-        # (sqrt(t) sqrt(t + 2), not sqrt(2t + t^2): at x = 1 the gradient is inf, as torch's, not inf * 0 = NaN via t * t)
+        # (sqrt(t) sqrt(t + 2), not sqrt(2t + t^2): at x = 1 the gradient is inf, as torch's, not inf * 0 via t * t)
         small = (t + t.sqrt() * (t + 2).sqrt()).log1p()
         out = huge.where(x.maximum(1).log() + math.log(2), small)
         return self._math_out((x < 1).where(math.nan, out))
@@ -678,8 +688,8 @@ class TensorElementwiseMixin(ElementwiseMixin):
         max_ = bounds.get("max", max_)
         if min_ is None and max_ is None:
             raise ArgumentError("clip: at least one of min_ and max_ must be given")
-        out = self if min_ is None else (self < min_).where(min_, self)
-        return out if max_ is None else (out > max_).where(max_, out)
+        out = self if min_ is None else (self < min_).logical_or(_is_nan(min_)).where(min_, self)
+        return out if max_ is None else (out > max_).logical_or(_is_nan(max_)).where(max_, out)
 
     clamp = clip
 
@@ -796,3 +806,10 @@ def _erf_magnitude(x: Tensor) -> Tensor:
     u = 1 / (1 + 0.3275911 * t)
     poly = u * (0.254829592 + u * (-0.284496736 + u * (1.421413741 + u * (-1.453152027 + u * 1.061405429))))
     return 1 - poly * (-t * t).exp()
+
+
+def _is_nan(bound: Any) -> Any:
+    # a NaN bound makes the clip NaN, as torch.clamp (x < NaN is False: x came through unchanged)
+    if isinstance(bound, float):
+        return math.isnan(bound)
+    return bound.isnan() if hasattr(bound, "isnan") and dtypes.is_float(bound.dtype) else False

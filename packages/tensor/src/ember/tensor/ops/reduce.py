@@ -44,7 +44,7 @@ class ReduceMixin:
         name) too."""
         if (dt := to_dtype(dtype if dtype is not None else acc_dtype)) is not None:
             return self.cast(dt).sum(axis, keepdim).cast(dt)
-        if self.dtype in _HALF_FLOATS:  # accumulated in float32, rounded once (torch's and tinygrad's; was 16-bit steps)
+        if self.dtype in _HALF_FLOATS:  # accumulated in float32, rounded once (torch's, tinygrad's; was 16-bit steps)
             return self.cast(dtypes.float32)._reduce(Ops.ADD, axis, keepdim).cast(self.dtype)
         return self.cast(sum_acc_dtype(self.dtype))._reduce(Ops.ADD, axis, keepdim)
 
@@ -413,7 +413,7 @@ class ReduceMixin:
             is_value = is_value.logical_or(x.unsqueeze(-2).isnan())
         hit = keep.logical_and(is_value)
         indices = hit.where(ramp.reshape(1, n), -1).max(-1).cast(dtypes.int64)
-        if self.requires_grad is not False:  # the values picked at the indices: each gradient goes to that one element (torch's)
+        if self.requires_grad is not False:  # the values at the indices: each gradient goes to that element (torch's)
             values = source.gather(-1, indices)
         return values.transpose(ax, -1), indices.transpose(ax, -1)
 
