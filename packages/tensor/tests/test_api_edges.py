@@ -395,3 +395,17 @@ def test_autograd_misuse_raises_torchs_runtime_error():
         Tensor([1, 2]).sum().backward()
     with pytest.raises(ValueError, match="not used"):  # (ValueError too, as before)
         (x * 2).sum().gradient(Tensor([3.0], requires_grad=True))
+
+
+def test_iteration_as_torch():
+    # iterating walks dim 0 (unpacking a, b = x too); a 0-d tensor is not iterable (TypeError, as torch): Python's
+    # fallback through __getitem__ made list(Tensor(3.0)) an empty list
+    x = np.arange(6).reshape(2, 3)
+    rows = list(Tensor(x))
+    assert len(rows) == 2 and all(r.shape == (3,) for r in rows)
+    np.testing.assert_array_equal(rows[1].numpy(), x[1])
+    assert list(Tensor.zeros(0, 2)) == []
+    with pytest.raises(TypeError, match="iteration over a 0-d tensor"):
+        list(Tensor(3.0))
+    with pytest.raises(TypeError, match="0-d"):
+        iter(torch.tensor(3.0))  # (the reference)

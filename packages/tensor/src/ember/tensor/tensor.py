@@ -6,7 +6,7 @@ random); realization state lives in ember.tensor.realize."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -144,6 +144,13 @@ class Tensor(creation.CreationMixin, random.RandomMixin, movement.MovementMixin,
         if not self.shape:
             raise TypeError("len() of a 0-d tensor")
         return self.shape[0]
+
+    def __iter__(self) -> Iterator[Tensor]:
+        """The tensors along dim 0, as torch; a 0-d tensor is not iterable (Python's fallback through __getitem__ gave
+        an empty list)."""
+        if not self.shape:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self.shape[0]))
 
     def __repr__(self) -> str:
         return f"<Tensor {self.shape} {self.dtype!r} on {self.device}>"
