@@ -378,3 +378,34 @@ def test_positive():
     compare(lambda t: t.positive() * 2, lambda t: t.positive() * 2, x)
     with pytest.raises(TypeError, match="bool"):
         Tensor([True]).positive()
+
+
+@pytest.mark.parametrize("padding_idx", [1, -1])
+def test_embedding_padding_idx_gets_no_gradient(padding_idx):
+    # F.embedding(ids, weight, padding_idx=): the row is looked up as the others, its gradient is 0 (torch's)
+    rng = np.random.default_rng(3)
+    ids, w = np.array([[0, 1], [2, 1]]), rng.standard_normal((3, 4)).astype(np.float32)
+    g = rng.standard_normal((2, 2, 4)).astype(np.float32)
+    wt = torch.tensor(w, requires_grad=True)
+    want = F.embedding(torch.tensor(ids), wt, padding_idx=padding_idx)
+    (want * torch.tensor(g)).sum().backward()
+    we = Tensor(w, requires_grad=True)
+    got = nn.embedding(Tensor(ids.astype(np.int32)), we, padding_idx=padding_idx)
+    (got * Tensor(g)).sum().backward()
+    np.testing.assert_allclose(got.numpy(), want.detach().numpy(), rtol=0, atol=0)
+    np.testing.assert_allclose(we.grad.numpy(), wt.grad.numpy(), rtol=1e-6, atol=1e-6)
+    with pytest.raises(ValueError, match="padding_idx"):
+        nn.embedding(Tensor([0]), we, padding_idx=3)
+
+
+def test_cosine_similarity_gradient_at_a_zero_vector():
+    # torch: the norm's gradient is 0 at a zero vector, so the gradient is finite (x2 / (eps |x2|)); was NaN
+    rng = np.random.default_rng(4)
+    a, b = np.zeros((2, 3), np.float32), rng.standard_normal((2, 3)).astype(np.float32)
+    a[1] = rng.standard_normal(3)
+    at, bt = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
+    F.cosine_similarity(at, bt).sum().backward()
+    ae, be = Tensor(a, requires_grad=True), Tensor(b, requires_grad=True)
+    ae.cosine_similarity(be).sum().backward()
+    np.testing.assert_allclose(ae.grad.numpy(), at.grad.numpy(), rtol=1e-5)  # (row 0: about 1e8, not NaN)
+    np.testing.assert_allclose(be.grad.numpy(), bt.grad.numpy(), rtol=1e-5, atol=1e-7)

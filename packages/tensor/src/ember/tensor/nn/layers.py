@@ -33,9 +33,10 @@ def rmsnorm(x: Tensor, axis: int = -1, eps: float = 1e-6) -> Tensor:
     return x.rmsnorm(axis, eps)
 
 
-def embedding(idx: Tensor, weight: Tensor) -> Tensor:
+def embedding(idx: Tensor, weight: Tensor, padding_idx: int | None = None) -> Tensor:
     """Rows of `weight` picked by the integer tensor `idx`: shape idx.shape + (dim,). An id outside [0, vocab) is an
-    IndexError where the ids are known on the host or under CHECK_INDICES=1 (see `check_ids`); else its row is zeros."""
+    IndexError where the ids are known on the host or under CHECK_INDICES=1 (see `check_ids`); else its row is zeros.
+    `padding_idx` (negative counts from the end): that row is looked up as the others but gets no gradient (torch's)."""
     if not dtypes.is_int(idx.dtype):
         raise TypeError(f"embedding: indices must be an integer tensor, got {idx.dtype!r}")
     if weight.ndim != 2:
@@ -43,7 +44,13 @@ def embedding(idx: Tensor, weight: Tensor) -> Tensor:
     vocab, dim = weight.shape
     check_ids(idx, vocab, "embedding: ", what=f"for a vocabulary of {vocab}")
     onehot = idx.reshape(*idx.shape, 1) == Tensor.arange(vocab, device=idx.device).reshape(*(1,) * idx.ndim, vocab)
-    return onehot.cast(weight.dtype) @ weight
+    out = onehot.cast(weight.dtype) @ weight
+    if padding_idx is None:
+        return out
+    if not isinstance(padding_idx, int) or not -vocab <= padding_idx < vocab:
+        raise ValueError(f"embedding: padding_idx must be an int in [-{vocab}, {vocab}), got {padding_idx!r}")
+    pad = idx.reshape(*idx.shape, 1) == padding_idx % vocab
+    return pad.where(out.detach(), out)
 
 
 def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None = None,

@@ -848,8 +848,9 @@ class NNMixin:
         _check_tensor(other, "other", "cosine_similarity")
         a, b = self.float_()._broadcasted(other.float_())
         d = normalize_axis(dim, a.ndim, "cosine_similarity")[0]
-        na = a.square().sum(d).sqrt().maximum(eps)
-        nb = b.square().sum(d).sqrt().maximum(eps)
+        # (norm's gradient is 0 at a zero vector, torch's: sqrt(sum(x^2)) made it inf * 0 = NaN there)
+        na = a.norm(2, d).maximum(eps)
+        nb = b.norm(2, d).maximum(eps)
         return (a * b).sum(d) / (na * nb)
 
     def pairwise_distance(self, other: Tensor, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False) -> Tensor:
