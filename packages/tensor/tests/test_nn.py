@@ -50,6 +50,24 @@ def test_embedding():
         nn.embedding(Tensor(np.ones(3, np.float32)), ours_w)
 
 
+def test_module_keywords_as_torch():
+    # nn.Embedding(padding_idx=): that row starts at zeros and gets no gradient; LayerNorm(bias=False);
+    # BatchNorm1d/2d/3d are BatchNorm (its statistics are over every axis but 1)
+    emb = nn.Embedding(4, 3, padding_idx=-1)
+    np.testing.assert_array_equal(emb.weight.numpy()[3], 0.0)
+    emb.weight.requires_grad = True
+    emb(Tensor([[3, 1], [1, 0]])).sum().backward()
+    np.testing.assert_array_equal(emb.weight.grad.numpy(), [[1] * 3, [2] * 3, [0] * 3, [0] * 3])
+    with pytest.raises(ValueError, match="padding_idx"):
+        nn.Embedding(4, 3, padding_idx=4)
+    ln = nn.LayerNorm(4, bias=False)
+    assert ln.bias is None
+    x = np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32)
+    np.testing.assert_allclose(ln(Tensor(x)).numpy(), F.layer_norm(torch.tensor(x), (4,), bias=None).numpy(),
+                               rtol=1e-5, atol=1e-6)
+    assert nn.BatchNorm2d is nn.BatchNorm and nn.BatchNorm1d is nn.BatchNorm and nn.BatchNorm3d is nn.BatchNorm
+
+
 @pytest.mark.parametrize("causal", [False, True])
 def test_attention_gqa(causal):
     q, k, v = arr(2, 4, 5, 8), arr(2, 2, 5, 8), arr(2, 2, 5, 8)

@@ -5,6 +5,9 @@ from typing import Any
 from ember.tensor.nn import optim
 from ember.tensor.nn.layers import (  # torch.nn.functional's names
     BatchNorm,
+    BatchNorm1d,
+    BatchNorm2d,
+    BatchNorm3d,
     Conv2d,
     Embedding,
     LayerNorm,
@@ -68,7 +71,8 @@ from ember.tensor.nn.state import (
 )
 
 __all__ = [
-    "optim", "BatchNorm", "Conv2d", "Embedding", "LayerNorm", "Linear", "RMSNorm", "avg_pool2d", "binary_crossentropy",
+    "optim", "BatchNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d",
+    "Conv2d", "Embedding", "LayerNorm", "Linear", "RMSNorm", "avg_pool2d", "binary_crossentropy",
     "binary_crossentropy_logits", "conv2d", "conv_transpose2d", "cross_entropy", "dropout", "embedding",
     "interpolate", "layernorm", "linear", "max_pool2d", "max_unpool2d", "mse", "nll_loss", "rmsnorm",
     "scaled_dot_product_attention", "sparse_categorical_crossentropy",

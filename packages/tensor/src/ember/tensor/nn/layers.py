@@ -119,24 +119,34 @@ class Linear:
 
 
 class Embedding:
-    """A table of `vocab_size` vectors of `dim`, initialized N(0, 1) as PyTorch does."""
+    """A table of `vocab_size` vectors of `dim`, initialized N(0, 1) as PyTorch does; the row `padding_idx` (if given)
+    starts at zeros and gets no gradient, as torch.nn.Embedding's."""
 
-    def __init__(self, vocab_size: int, dim: int):
-        self.weight = Tensor.randn(vocab_size, dim).contiguous().realize()
+    def __init__(self, vocab_size: int, dim: int, padding_idx: int | None = None):
+        weight = Tensor.randn(vocab_size, dim)
+        if padding_idx is not None:
+            if not isinstance(padding_idx, int) or not -vocab_size <= padding_idx < vocab_size:
+                raise ValueError(f"Embedding: padding_idx must be an int in [-{vocab_size}, {vocab_size}), got "
+                                 f"{padding_idx!r}")
+            padding_idx %= vocab_size
+            weight = (Tensor.arange(vocab_size).reshape(vocab_size, 1) == padding_idx).where(0.0, weight)
+        self.padding_idx = padding_idx
+        self.weight = weight.contiguous().realize()
 
     def __call__(self, idx: Tensor) -> Tensor:
-        return embedding(idx, self.weight)
+        return embedding(idx, self.weight, self.padding_idx)
 
 
 class LayerNorm:
-    def __init__(self, dim: int, eps: float = 1e-5, elementwise_affine: bool = True):
+    def __init__(self, dim: int, eps: float = 1e-5, elementwise_affine: bool = True, bias: bool = True):
         self.eps = eps
         self.weight = Tensor.ones(dim).contiguous().realize() if elementwise_affine else None
-        self.bias = Tensor.zeros(dim).contiguous().realize() if elementwise_affine else None
+        self.bias = Tensor.zeros(dim).contiguous().realize() if elementwise_affine and bias else None
 
     def __call__(self, x: Tensor) -> Tensor:
         y = layernorm(x, -1, self.eps)
-        return y * self.weight + self.bias if self.weight is not None else y
+        y = y * self.weight if self.weight is not None else y
+        return y + self.bias if self.bias is not None else y
 
 
 class RMSNorm:
@@ -363,3 +373,6 @@ class BatchNorm:
             raise ValueError(f"BatchNorm: expected (N, C, ...), got shape {x.shape}")
         return x.batch_norm(self.running_mean, self.running_var, self.weight, self.bias,
                             self.training or self.running_mean is None, self.momentum, self.eps)
+
+
+BatchNorm1d = BatchNorm2d = BatchNorm3d = BatchNorm  # (torch's names; tinygrad's BatchNorm2d)
