@@ -409,3 +409,11 @@ def test_cosine_similarity_gradient_at_a_zero_vector():
     ae.cosine_similarity(be).sum().backward()
     np.testing.assert_allclose(ae.grad.numpy(), at.grad.numpy(), rtol=1e-5)  # (row 0: about 1e8, not NaN)
     np.testing.assert_allclose(be.grad.numpy(), bt.grad.numpy(), rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("dtype", ["bool", "int8", "uint8", "int16", "int32", "int64", "float16", "bfloat16", "float32",
+                                   "float64"])
+def test_is_floating_point_and_is_signed(dtype):
+    t, x = torch.zeros(1, dtype=getattr(torch, dtype)), Tensor.zeros(1, dtype=dtype)
+    assert x.is_floating_point() is t.is_floating_point()
+    assert x.is_signed() is t.is_signed()

@@ -125,6 +125,15 @@ class Tensor(creation.CreationMixin, random.RandomMixin, movement.MovementMixin,
         """Bytes per element."""
         return int(self.dtype.itemsize)
 
+    def is_floating_point(self) -> bool:
+        """Whether the dtype is a float (torch.Tensor.is_floating_point)."""
+        return dtypes.is_float(self.dtype)
+
+    def is_signed(self) -> bool:
+        """Whether the dtype holds negative values (torch.Tensor.is_signed: floats and signed ints; not bool)."""
+        return dtypes.is_float(self.dtype) or (dtypes.is_int(self.dtype) and not dtypes.is_unsigned(self.dtype)
+                                               and self.dtype != dtypes.bool)
+
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         """Set `requires_grad` in place; returns self."""
         self.requires_grad = requires_grad
