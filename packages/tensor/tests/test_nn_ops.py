@@ -470,3 +470,45 @@ def test_loss_and_norm_errors():
         Tensor.ones(1, 3).batch_norm(None, None, training=True)
     with pytest.raises(ValueError, match="p must be a positive number"):
         logits.normalize(p=0)
+
+
+_RNG = np.random.default_rng(11)
+
+
+def _sign(*shape):
+    return np.where(_RNG.random(shape) > 0.5, 1.0, -1.0).astype(np.float32)
+
+
+def _normal(*shape, scale=1.0):
+    return (_RNG.standard_normal(shape) * scale).astype(np.float32)
+
+
+# name: (torch loss, its inputs: differentiated arrays, then constant arrays, then keywords)
+MARGIN_LOSSES = {
+    "soft_margin_loss": ([_normal(4, 3, scale=30)], [_sign(4, 3)], {}),
+    "hinge_embedding_loss": ([_normal(4, 3)], [_sign(4, 3)], {"margin": 0.5}),
+    "margin_ranking_loss": ([_normal(5), _normal(5)], [_sign(5)], {"margin": 0.2}),
+    "poisson_nll_loss": ([_normal(4, 3)], [np.abs(_normal(4, 3)) * 3], {}),
+    "gaussian_nll_loss": ([_normal(4, 3), _normal(4, 3), np.abs(_normal(4)) * 1e-7], [], {"full": True}),
+    "cosine_embedding_loss": ([_normal(4, 3), _normal(4, 3)], [_sign(4)], {"margin": 0.1}),
+    "triplet_margin_loss": ([_normal(4, 3), _normal(4, 3), _normal(4, 3)], [], {"p": 1, "swap": True, "margin": 2.0}),
+    "multi_margin_loss": ([_normal(4, 3)], [np.array([0, 2, 1, 2])], {"p": 2, "margin": 0.7}),
+    "multilabel_soft_margin_loss": ([_normal(3, 4)], [(_normal(3, 4) > 0).astype(np.float32)], {}),
+}
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("name", list(MARGIN_LOSSES))
+def test_margin_and_likelihood_losses_as_torch(name, reduction):
+    # the rest of torch.nn.functional's losses, as methods and nn functions: forward and gradients vs torch
+    diff, const, kw = MARGIN_LOSSES[name]
+    ts = [torch.tensor(a, requires_grad=True) for a in diff]
+    want = getattr(F, name)(*ts, *[torch.tensor(c) for c in const], reduction=reduction, **kw)
+    want.sum().backward()
+    es = [Tensor(a, requires_grad=True) for a in diff]
+    got = getattr(nn, name)(*es, *[Tensor(c.astype(np.int32) if c.dtype.kind == "i" else c) for c in const],
+                            reduction=reduction, **kw)
+    got.sum().backward()
+    np.testing.assert_allclose(got.numpy(), want.detach().numpy(), rtol=1e-5, atol=1e-5)
+    for e, t in zip(es, ts):
+        np.testing.assert_allclose(e.grad.numpy(), t.grad.numpy(), rtol=1e-4, atol=1e-5)

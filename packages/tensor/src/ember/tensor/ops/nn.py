@@ -863,6 +863,92 @@ class NNMixin:
             return (d != 0).float().sum(-1, keepdim=keepdim)
         return d.pow(p).sum(-1, keepdim=keepdim).pow(1 / p)
 
+    # *** torch.nn.functional's margin and likelihood losses (torch's formulas, `reduction` as the others) ***
+    def soft_margin_loss(self, target: Tensor, reduction: Reduction = "mean") -> Tensor:
+        """log(1 + exp(-target * self)), targets +-1."""
+        _check_reduction(reduction, "soft_margin_loss")
+        _check_tensor(target, "target", "soft_margin_loss")
+        return _reduce_loss((-target * self).softplus(), reduction)
+
+    def hinge_embedding_loss(self, target: Tensor, margin: float = 1.0, reduction: Reduction = "mean") -> Tensor:
+        """self where target is 1, max(0, margin - self) where it is -1 (both terms for other targets, as torch)."""
+        _check_reduction(reduction, "hinge_embedding_loss")
+        _check_tensor(target, "target", "hinge_embedding_loss")
+        loss = (target != 1).where((margin - self).relu(), 0.0) + (target != -1).where(self, 0.0)
+        return _reduce_loss(loss, reduction)
+
+    def margin_ranking_loss(self, other: Tensor, target: Tensor, margin: float = 0.0,
+                            reduction: Reduction = "mean") -> Tensor:
+        """max(0, -target * (self - other) + margin)."""
+        _check_reduction(reduction, "margin_ranking_loss")
+        return _reduce_loss((-target * (self - other) + margin).relu(), reduction)
+
+    def poisson_nll_loss(self, target: Tensor, log_input: bool = True, full: bool = False, eps: float = 1e-8,
+                         reduction: Reduction = "mean") -> Tensor:
+        """exp(self) - target * self (log_input), else self - target * log(self + eps); `full` adds Stirling's
+        target log(target) - target + log(2 pi target) / 2 where target > 1."""
+        _check_reduction(reduction, "poisson_nll_loss")
+        loss = self.exp() - target * self if log_input else self - target * (self + eps).log()
+        if full:
+            t = (target > 1).where(target, 1.0)
+            loss = loss + (target > 1).where(t * t.log() - t + 0.5 * (2 * math.pi * t).log(), 0.0)
+        return _reduce_loss(loss, reduction)
+
+    def gaussian_nll_loss(self, target: Tensor, var: Tensor, full: bool = False, eps: float = 1e-6,
+                          reduction: Reduction = "mean") -> Tensor:
+        """(log(var) + (self - target)^2 / var) / 2, var at least eps (the clamp passes the gradient through, as
+        torch's in-place no-grad clamp); `full` adds log(2 pi) / 2. var may lack the last dim, or have it 1."""
+        _check_reduction(reduction, "gaussian_nll_loss")
+        if var.ndim == self.ndim - 1 and var.shape == self.shape[:-1]:
+            var = var.unsqueeze(-1)
+        var = var + (var.maximum(eps) - var).detach()
+        loss = 0.5 * (var.log() + (self - target).square() / var)
+        return _reduce_loss(loss + 0.5 * math.log(2 * math.pi) if full else loss, reduction)
+
+    def cosine_embedding_loss(self, other: Tensor, target: Tensor, margin: float = 0.0,
+                              reduction: Reduction = "mean") -> Tensor:
+        """1 - cos(self, other) where target is 1, max(0, cos - margin) where it is -1; cos over the last dim."""
+        _check_reduction(reduction, "cosine_embedding_loss")
+        d = self.ndim - 1
+        cos = (self * other).sum(d) / ((self.square().sum(d) + 1e-12) * (other.square().sum(d) + 1e-12)).sqrt()
+        loss = (target == 1).where(1 - cos, 0.0) + (target == -1).where((cos - margin).relu(), 0.0)
+        return _reduce_loss(loss, reduction)
+
+    def triplet_margin_loss(self, positive: Tensor, negative: Tensor, margin: float = 1.0, p: float = 2.0,
+                            eps: float = 1e-6, swap: bool = False, reduction: Reduction = "mean") -> Tensor:
+        """max(0, margin + d(self, positive) - d(self, negative)), d the pairwise p-distance; `swap` takes the smaller
+        of d(self, negative) and d(positive, negative)."""
+        _check_reduction(reduction, "triplet_margin_loss")
+        d_pos = self.pairwise_distance(positive, p, eps)
+        d_neg = self.pairwise_distance(negative, p, eps)
+        if swap:
+            d_neg = d_neg.minimum(positive.pairwise_distance(negative, p, eps))
+        return _reduce_loss((margin + d_pos - d_neg).relu(), reduction)
+
+    def multi_margin_loss(self, target: Tensor, p: int = 1, margin: float = 1.0, weight: Tensor | None = None,
+                          reduction: Reduction = "mean") -> Tensor:
+        """Per sample: sum over classes i != y of max(0, margin - x[y] + x[i])^p / C (times weight[y])."""
+        _check_reduction(reduction, "multi_margin_loss")
+        if p not in (1, 2):
+            raise ValueError(f"multi_margin_loss: p must be 1 or 2, got {p!r}")
+        cdim = self._class_dim("multi_margin_loss")
+        n = self.shape[cdim]
+        onehot = target.unsqueeze(cdim) == Tensor.arange(n, device=self.device)
+        picked = onehot.where(self, 0.0).sum(cdim, keepdim=True)
+        terms = (margin - picked + self).relu()
+        terms = terms if p == 1 else terms.square()
+        if weight is not None:
+            terms = terms * onehot.where(weight.cast(self.dtype), 0.0).sum(cdim, keepdim=True)
+        return _reduce_loss(onehot.where(0.0, terms).sum(cdim) / n, reduction)
+
+    def multilabel_soft_margin_loss(self, target: Tensor, weight: Tensor | None = None,
+                                    reduction: Reduction = "mean") -> Tensor:
+        """-(y log sigmoid(x) + (1 - y) log sigmoid(-x)), times weight, averaged over the classes (the last dim)."""
+        _check_reduction(reduction, "multilabel_soft_margin_loss")
+        loss = -(target * self.logsigmoid() + (1 - target) * (-self).logsigmoid())
+        loss = loss * weight if weight is not None else loss
+        return _reduce_loss(loss.mean(-1), reduction)
+
     def binary_cross_entropy(self, target: Tensor, weight: Tensor | None = None,
                              reduction: Reduction = "mean") -> Tensor:
         """torch.nn.functional.binary_cross_entropy's argument order: `binary_crossentropy`."""
