@@ -512,3 +512,19 @@ def test_margin_and_likelihood_losses_as_torch(name, reduction):
     np.testing.assert_allclose(got.numpy(), want.detach().numpy(), rtol=1e-5, atol=1e-5)
     for e, t in zip(es, ts):
         np.testing.assert_allclose(e.grad.numpy(), t.grad.numpy(), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("nd, shape", [(1, (2, 3, 7)), (3, (1, 2, 4, 6, 4))])
+def test_max_unpool_1d_3d(nd, shape):
+    # F.max_unpool1d/3d (torch's argument order) invert max_pool1d/3d(return_indices=True); gradients vs torch
+    x = _normal(*shape)
+    xt = torch.tensor(x, requires_grad=True)
+    out, idx = getattr(F, f"max_pool{nd}d")(xt, 2, return_indices=True)
+    want = getattr(F, f"max_unpool{nd}d")(out, idx, 2, output_size=shape[2:])
+    want.sum().backward()
+    xe = Tensor(x, requires_grad=True)
+    out, idx = getattr(xe, f"max_pool{nd}d")(2, return_indices=True)
+    got = getattr(nn, f"max_unpool{nd}d")(out, idx, 2, output_size=shape[2:])
+    got.sum().backward()
+    np.testing.assert_array_equal(got.numpy(), want.detach().numpy())
+    np.testing.assert_array_equal(xe.grad.numpy(), xt.grad.numpy())

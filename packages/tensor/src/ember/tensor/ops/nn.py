@@ -986,6 +986,16 @@ class NNMixin:
         """max_pool2d over the last 3 dims (torch.nn.functional.max_pool3d's argument order)."""
         return self.max_pool2d(_as_n(kernel_size, 3), _as_n(stride, 3), dilation, padding, ceil_mode, return_indices)
 
+    def max_unpool1d(self, indices: Tensor, kernel_size: int | Sequence[int], stride: int | Sequence[int] | None = None,
+                     padding: int | Sequence[int] = 0, output_size: Sequence[int] | None = None) -> Tensor:
+        """max_unpool2d over the last dim (torch.nn.functional.max_unpool1d's argument order)."""
+        return self.max_unpool2d(indices, _as_n(kernel_size, 1), _as_n(stride, 1), 1, padding, output_size)
+
+    def max_unpool3d(self, indices: Tensor, kernel_size: int | Sequence[int], stride: int | Sequence[int] | None = None,
+                     padding: int | Sequence[int] = 0, output_size: Sequence[int] | None = None) -> Tensor:
+        """max_unpool2d over the last 3 dims (torch.nn.functional.max_unpool3d's argument order)."""
+        return self.max_unpool2d(indices, _as_n(kernel_size, 3), _as_n(stride, 3), 1, padding, output_size)
+
     def avg_pool1d(self, kernel_size: int | Sequence[int], stride: int | Sequence[int] | None = None,
                    padding: int | Sequence[int] = 0, ceil_mode: bool = False, count_include_pad: bool = True) -> Tensor:
         """avg_pool2d over the last dim (torch.nn.functional.avg_pool1d's argument order)."""
