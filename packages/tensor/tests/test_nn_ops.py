@@ -528,3 +528,20 @@ def test_max_unpool_1d_3d(nd, shape):
     got.sum().backward()
     np.testing.assert_array_equal(got.numpy(), want.detach().numpy())
     np.testing.assert_array_equal(xe.grad.numpy(), xt.grad.numpy())
+
+
+@pytest.mark.parametrize("mode", ["nearest", "bilinear", "bicubic", "area"])
+@pytest.mark.parametrize("scale_factor", [1.7, (0.6, 2.3)])
+def test_interpolate_recompute_scale_factor(mode, scale_factor):
+    # recompute_scale_factor=True samples by the output size floor(in * scale) alone (torch's); forward and gradient
+    x = _normal(1, 2, 5, 6)
+    xt = torch.tensor(x, requires_grad=True)
+    want = F.interpolate(xt, scale_factor=scale_factor, mode=mode, recompute_scale_factor=True)
+    want.sum().backward()
+    xe = Tensor(x, requires_grad=True)
+    got = nn.interpolate(xe, scale_factor=scale_factor, mode=mode, recompute_scale_factor=True, antialias=False)
+    got.sum().backward()
+    np.testing.assert_allclose(got.numpy(), want.detach().numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(xe.grad.numpy(), xt.grad.numpy(), rtol=1e-5, atol=1e-5)
+    with pytest.raises(NotImplementedError, match="antialias"):
+        nn.interpolate(xe, size=3, mode="bilinear", antialias=True)

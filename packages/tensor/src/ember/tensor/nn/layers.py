@@ -329,13 +329,21 @@ def max_unpool2d(x: Tensor, indices: Tensor, kernel_size: int | Sequence[int],
 
 
 def interpolate(x: Tensor, size: int | Sequence[int] | None = None, scale_factor: float | Sequence[float] | None = None,
-                mode: str = "nearest", align_corners: bool | None = None) -> Tensor:
+                mode: str = "nearest", align_corners: bool | None = None, recompute_scale_factor: bool | None = None,
+                antialias: bool = False) -> Tensor:
     """torch.nn.functional.interpolate of x (N, C, *spatial): every spatial dim resampled (mode 'nearest' by
-    default, as PyTorch; `x.interpolate` defaults to 'linear', as tinygrad)."""
+    default, as PyTorch; `x.interpolate` defaults to 'linear', as tinygrad). `recompute_scale_factor=True`: the
+    output size floor(in * scale_factor) alone sets the sampling, as if given as `size`."""
     if x.ndim < 3:
         raise ValueError(f"interpolate: expected (N, C, *spatial), got shape {x.shape}")
+    if antialias:
+        raise NotImplementedError("interpolate: antialias=True is not supported (downsampling filters); resample "
+                                  "without it or blur first")
     if isinstance(size, int):
         size = (size,) * (x.ndim - 2)
+    if recompute_scale_factor and scale_factor is not None and size is None:
+        factors = scale_factor if isinstance(scale_factor, Sequence) else (scale_factor,) * (x.ndim - 2)
+        size, scale_factor = tuple(math.floor(n * float(f)) for n, f in zip(x.shape[2:], factors)), None
     return x.interpolate(size, mode, bool(align_corners), scale_factor)
 
 
