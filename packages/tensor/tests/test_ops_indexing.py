@@ -162,6 +162,26 @@ def test_setitem_mask_broadcast_and_errors(dev):
 
 
 @pytest.mark.parametrize("dev", ["CPU", "PYTHON"])
+def test_setitem_mask_takes_values_in_order(dev):
+    # torch's x[mask] = v: x[mask] is (k, *rest) for the k True positions in order and v broadcasts to that (a (4,)
+    # value with 4 True positions went by column, broadcast against x: silently different)
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    cases = [((x % 3) == 0, np.array([10.0, 20.0, 30.0, 40.0], np.float32)),
+             (x > 8, np.array([1.0, 2.0, 3.0], np.float32)), (x > 8, np.array([7.0], np.float32)),
+             (x > 100, np.zeros(0, np.float32)),
+             (np.array([True, False, True]), np.arange(8, dtype=np.float32).reshape(2, 4)),
+             (np.array([True, False, True]), np.array([[1.0], [2.0]], np.float32))]
+    for mask, v in cases:
+        t, ta = Tensor(x, dev), torch.tensor(x)
+        t[Tensor(mask, dev)] = Tensor(v, dev)
+        ta[torch.tensor(mask)] = torch.tensor(v)
+        check(t, ta)
+    t = Tensor(x, dev)
+    with pytest.raises(RuntimeError, match="cannot be broadcast to the 3 masked positions"):
+        t[t > 8] = Tensor([1.0, 2.0], dev)
+
+
+@pytest.mark.parametrize("dev", ["CPU", "PYTHON"])
 def test_setitem_through_a_view_and_on_lazy(dev):
     a = A[0].copy()
     t = Tensor(a, dev).realize()

@@ -186,6 +186,26 @@ class IndexingMixin:
         x = x.reshape(shape)
         return x._advanced_index([p for p, _ in adv], [k for _, k in adv]) if adv else x
 
+    def _masked_write(self, mask: Tensor, val: Tensor) -> Tensor:
+        """torch's `x[mask] = val` for a mask over x's leading dims: x[mask] is (k, *rest) for the k True positions in
+        order, and val broadcasts to that (its rows go to the True positions in turn, not by broadcasting against x)."""
+        rest = self.shape[mask.ndim:]
+        k = int(mask.sum().item())
+        want = (k, *rest)
+        try:
+            fits = broadcast_shape(val.shape, want) == want
+        except ValueError:
+            fits = False
+        if not fits:
+            raise ShapeError(f"setitem: value of shape {val.shape} cannot be broadcast to the {k} masked "
+                             f"positions {want} (mask of shape {mask.shape})")
+        if k == 0:
+            return self
+        rows = val.expand(*want).reshape(k, -1)
+        order = (mask.flatten().cast(dtypes.int32).cumsum() - 1).maximum(0)  # the row each True position takes
+        picked = rows[order].reshape(*mask.shape, *rest)
+        return mask.reshape(*mask.shape, *(1,) * len(rest)).where(picked, self)
+
     def __setitem__(self, idx: Any, value: Any) -> None:
         """Write `value` (broadcast) into `self[idx]`, in place, for any index getitem takes: `x[1:, ::2] = 0.0`,
         `x[x < 0] = 0`, `x[[0, 2], 1:] = v`. A view of a realized tensor writes through to it; anything else is
@@ -193,7 +213,10 @@ class IndexingMixin:
         if isinstance(value, Tensor) and value.device != self.device:
             raise ValueError(f"setitem: value is on {value.device}, the tensor on {self.device}")
         val = value.cast(self.dtype) if isinstance(value, Tensor) else Tensor(value, self.device, self.dtype)
-        if isinstance(idx, Tensor) and idx.dtype == dtypes.bool:
+        if isinstance(idx, Tensor) and idx.dtype == dtypes.bool and val.numel() != 1 and \
+                idx.shape == self.shape[:idx.ndim]:
+            new = self._masked_write(idx, val)
+        elif isinstance(idx, Tensor) and idx.dtype == dtypes.bool:
             try:
                 new = idx.where(val, self)
             except ValueError:
