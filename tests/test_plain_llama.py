@@ -35,9 +35,8 @@ def plain_step_kernels(layers: int) -> int:
     return int(step.jit.kernel_count)
 
 
-def trainer_model_step_kernels(layers: int) -> int:
-    """The same step (zero_grad, backward, step, the loss returned) around the trainer's model."""
-    cfg = small_config(layers)
+def trainer_model_step(cfg: Any) -> Any:
+    """The same jitted step (zero_grad, backward, step, the loss returned) around the trainer's model."""
     model = Llama(cfg, seed=0)
     opt = nn.optim.AdamW(model.parameters(), lr=1e-3)
 
@@ -48,6 +47,12 @@ def trainer_model_step_kernels(layers: int) -> int:
         loss.backward()
         opt.step()
         return loss.realize()
+    return step
+
+
+def trainer_model_step_kernels(layers: int) -> int:
+    cfg = small_config(layers)
+    step = trainer_model_step(cfg)
     for tokens in plain.batches(cfg, BATCH, SEQ, 3, seed=1):
         step(Tensor(tokens)).item()
     return step.kernel_count
@@ -73,16 +78,7 @@ def test_plain_step_reads_every_reduce_operand_affinely():
 
     cfg = small_config(1)
     _, step = plain.ember_plain(cfg, plain.init_weights(cfg))
-    model = Llama(cfg, seed=0)
-    opt = nn.optim.AdamW(model.parameters(), lr=1e-3)
-
-    @jit
-    def trainer_step(tokens: Tensor) -> Tensor:
-        opt.zero_grad()
-        loss = model.loss(tokens)
-        loss.backward()
-        opt.step()
-        return loss.realize()
+    trainer_step = trainer_model_step(cfg)
     for tokens in plain.batches(cfg, BATCH, SEQ, 2, seed=1):
         step(tokens)
         trainer_step(Tensor(tokens)).item()
