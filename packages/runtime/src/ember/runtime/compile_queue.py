@@ -75,8 +75,8 @@ class CompileQueue:
                 names.add(name)
                 size += len(src)
             batch = [self.waiting[i] for i in taken]
-            left = set(range(len(self.waiting))) - set(taken)
-            self.waiting = [w for i, w in enumerate(self.waiting) if i in left]
+            taken_set = set(taken)
+            self.waiting = [w for i, w in enumerate(self.waiting) if i not in taken_set]
             if len(self.waiting) >= self.min_batch:
                 self.cond.notify_all()
             return batch
