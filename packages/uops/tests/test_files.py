@@ -146,6 +146,17 @@ def test_an_entry_round_trips_and_is_verified_against_its_key(tmp_path):
     assert not path.exists()  # deleted: the caller rebuilds it
 
 
+
+@pytest.mark.parametrize("durable", [True, False])
+def test_a_durable_write_is_fsynced_a_cache_entry_need_not_be(tmp_path, monkeypatch, durable):
+    synced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd) or real_fsync(fd))
+    assert files.write_entry(tmp_path / "k1", "k1", b"payload", durable=durable)
+    assert files.read_entry(tmp_path / "k1", "k1") == files.Entry({}, b"payload")
+    assert len(synced) == (2 if durable else 0)  # the file and its folder
+    assert [p.name for p in tmp_path.iterdir()] == ["k1"]  # renamed into place: no temp left
+
 @pytest.mark.parametrize(("edit", "why"), [
     (lambda d: d[:-1] + bytes([d[-1] ^ 1]), "sha256"),  # an edited payload, header intact
     (lambda d: d[:-3], "payload has"),  # truncated

@@ -4,8 +4,8 @@
   warning) when the root or the folder is not a folder owned by this user, or is writable by group or others.
 - `atomic_write(path, data)`, `atomic_open(path)`, `atomic_folder(path)`: the data goes to a temp beside the target
   (`.<name>.<pid>.ember-tmp-*`), is fsynced and renamed into place, so a reader or a crash sees the old or the new
-  whole; the temp is removed on any error. `remove_stale_temps(folder)` removes the temps of dead processes (a write
-  killed half way).
+  whole (`durable=False`: no fsync, for cache entries a read verifies); the temp is removed on any error.
+  `remove_stale_temps(folder)` removes the temps of dead processes (a write killed half way).
 - `write_entry(path, key, payload, meta)` / `read_entry(path, key)`: a cache entry is data that cannot execute on
   load: a magic line, one JSON header line (the entry's key, the payload's size and sha256, `meta`) and the raw
   payload. A read checks all of it; an entry that fails (another key, an edited or truncated payload, no header) is
@@ -160,10 +160,11 @@ def _umask() -> int:
 
 @contextlib.contextmanager
 def atomic_open(path: str | os.PathLike[str], mode: str = "wb", *, file_mode: int | None = None,
-                **kwargs: Any) -> Iterator[IO[Any]]:
+                durable: bool = True, **kwargs: Any) -> Iterator[IO[Any]]:
     """A file whose contents replace `path` when the block exits cleanly (flushed, fsynced, renamed); on an exception
     the temp is removed and `path` is untouched. `file_mode` sets the file's permissions (default: as the umask
-    gives, like `open`).
+    gives, like `open`). `durable=False` skips the fsyncs: readers still see the old or the new whole, but a crash
+    of the machine may lose the write or leave a torn file (for cache entries, whose reads verify them).
 
         with atomic_open(path, "w") as f:
             f.write(text)"""
@@ -179,17 +180,20 @@ def atomic_open(path: str | os.PathLike[str], mode: str = "wb", *, file_mode: in
         with os.fdopen(fd, mode, **kwargs) as f:
             yield f
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    _fsync_folder(folder)
+    if durable:
+        _fsync_folder(folder)
 
 
-def atomic_write(path: str | os.PathLike[str], data: bytes | str, *, file_mode: int | None = None) -> None:
+def atomic_write(path: str | os.PathLike[str], data: bytes | str, *, file_mode: int | None = None,
+                 durable: bool = True) -> None:
     """Replace `path` by `data` (a str is written as UTF-8) atomically; see atomic_open."""
-    with atomic_open(path, "wb", file_mode=file_mode) as f:
+    with atomic_open(path, "wb", file_mode=file_mode, durable=durable) as f:
         f.write(data.encode("utf-8") if isinstance(data, str) else data)
 
 
@@ -322,12 +326,14 @@ def read_entry(path: str | os.PathLike[str], key: str, legacy: tuple[bytes, ...]
     return entry
 
 
-def write_entry(path: str | os.PathLike[str], key: str, payload: bytes, meta: dict[str, Any] | None = None) -> bool:
+def write_entry(path: str | os.PathLike[str], key: str, payload: bytes, meta: dict[str, Any] | None = None,
+                durable: bool = True) -> bool:
     """Write a cache entry atomically (mode 0600), then keep its folder within `EMBER_CACHE_MAX_SIZE`. A cache that
-    cannot be written is a warning, not an error: returns whether the entry was written."""
+    cannot be written is a warning, not an error: returns whether the entry was written. `durable=False`: no fsync
+    (an entry cheap to rebuild; one a machine crash tore fails verification on read and is rebuilt)."""
     path = Path(path)
     try:
-        atomic_write(path, encode_entry(key, payload, meta), file_mode=0o600)
+        atomic_write(path, encode_entry(key, payload, meta), file_mode=0o600, durable=durable)
     except OSError as e:
         warnings.warn(f"ember cache: cannot write {path}: {e}", stacklevel=2)
         return False
