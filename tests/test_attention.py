@@ -181,16 +181,73 @@ def test_keys_stored_transposed_are_copied_once_in_row_order():
     np.testing.assert_allclose(out.numpy(), ref.numpy(), rtol=1e-4, atol=2e-5)
 
 
+def score_kernels(ks):
+    """The kernels that recompute scores: a reduce nested in another (a dot product inside a loop over keys)."""
+    return [it for it in ks if any(r.op is Ops.REDUCE and any(x.op is Ops.REDUCE for x in r.src[0].toposort())
+                                   for r in it.ast.toposort())]
+
+
 def test_backward_kernels_and_no_scores():
-    """Forward (3) and backward: dv = p^T dO, the rows' sum(dp * p), dq = dS k, dk = dS^T q, each recomputing p
-    (and dp) from the stored row statistics: 7 kernels, none with a T x T buffer; and the upstream gradient
-    dO = up * 1 (the sum's gradient), stored as it is read by four reduces: 8."""
+    """Forward (3: row max, row sum, out) and backward: dv = p^T dO, dq = dS k, dk = dS^T q, each recomputing p (and
+    dP) from the stored row statistics; the rows' sum(dP * p) read from the output as sum(dO * o) (a reduce over
+    head_dim, no scores); none with a T x T buffer; and the upstream gradient dO = up * 1 (the sum's gradient),
+    stored as it is read by four reduces: 8 kernels, 6 of them recomputing scores (3 forward, 3 backward)."""
     t, d = 257, 8
     _, ks = grads_schedule(lambda q, k, v: sdpa(q, k, v, causal=True), arr(1, 2, t, d), arr(1, 2, t, d),
                            arr(1, 2, t, d))
     assert len(ks) == 8
     assert sum(any(u.op is Ops.REDUCE for u in it.ast.toposort()) for it in ks) == 7
+    assert len(score_kernels(ks)) == 6
+    (rows,) = [it for it in ks if it.bufs[0].arg == 2 * t and it not in score_kernels(ks) and
+               any(u.op is Ops.REDUCE for u in it.ast.toposort())]
+    (red,) = [u for u in rows.ast.toposort() if u.op is Ops.REDUCE]
+    assert [r.src[0].arg for r in red.src[1:]] == [d]  # (a sum over head_dim)
     assert max(b.arg for it in ks for b in it.bufs) < t * t
+
+
+@pytest.mark.parametrize("t,d", [(300, 16), (1000, 16)])
+@pytest.mark.parametrize("fn", ["sdpa", "plain"])
+def test_training_numerics_vs_pytorch_long(fn, t, d):
+    """Causal attention forward and dq, dk, dv at lengths no block divides, scores recomputed (T >= 16 head_dim) and
+    the softmax backward's row term read from the output: against F.scaled_dot_product_attention (float32; rtol
+    1e-4, atol 5e-5: sums of T terms); 6 kernels recompute scores (3 forward, 3 backward)."""
+    q, k, v, up = arr(1, 2, t, d), arr(1, 2, t, d), arr(1, 2, t, d), arr(1, 2, t, d)
+    ours = [Tensor(a, requires_grad=True) for a in (q, k, v)]
+    theirs = [torch.tensor(a, requires_grad=True) for a in (q, k, v)]
+    o = sdpa(*ours, causal=True) if fn == "sdpa" else plain_attention(*ours, causal=True)
+    loss = (o * Tensor(up)).sum()
+    grads = loss.gradient(*ours)
+    assert len(score_kernels(kernels(o, *grads))) == 6
+    ref = F.scaled_dot_product_attention(*theirs, is_causal=True)
+    (ref * torch.tensor(up)).sum().backward()
+    np.testing.assert_allclose(o.numpy(), ref.detach().numpy(), rtol=1e-4, atol=5e-5)
+    for name, a, b in zip("qkv", grads, theirs):
+        np.testing.assert_allclose(a.numpy(), b.grad.numpy(), rtol=1e-4, atol=5e-5, err_msg=f"d{name}")
+
+
+def test_weights_read_by_the_loss_keep_the_row_term():
+    """The attention weights p also in the loss (sum(o * up) + sum(p * z)): p's gradient is dP + z, whose row term
+    sum((dP + z) * p) is not sum(dO * o); it stays a reduce over the keys (7 kernels recompute scores) and the
+    gradients are PyTorch's (rtol 1e-4, atol 5e-5)."""
+    t, d = 300, 16
+    q, k, v, up, z = arr(1, 2, t, d), arr(1, 2, t, d), arr(1, 2, t, d), arr(1, 2, t, d), arr(1, 2, t, t)
+
+    def weights(q, k, v, lib):
+        s = q @ k.transpose(-1, -2) * (1 / math.sqrt(d))
+        if lib is torch:
+            return torch.softmax(s + torch.ones(t, t).tril().log(), -1)
+        return (s + Tensor.ones(t, t).tril().where(0.0, -math.inf)).softmax(-1)
+
+    ours = [Tensor(a, requires_grad=True) for a in (q, k, v)]
+    p = weights(*ours, Tensor)
+    o = p @ ours[2]
+    grads = ((o * Tensor(up)).sum() + (p * Tensor(z)).sum()).gradient(*ours)
+    assert len(score_kernels(kernels(o, *grads))) == 7
+    theirs = [torch.tensor(a, requires_grad=True) for a in (q, k, v)]
+    pt = weights(*theirs, torch)
+    (((pt @ theirs[2]) * torch.tensor(up)).sum() + (pt * torch.tensor(z)).sum()).backward()
+    for name, a, b in zip("qkv", grads, theirs):
+        np.testing.assert_allclose(a.numpy(), b.grad.numpy(), rtol=1e-4, atol=5e-5, err_msg=f"d{name}")
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -223,14 +280,17 @@ def test_plain_graph_forward_is_one_kernel(one_loop, causal):
 
 def test_long_sequence_step_has_no_score_buffer():
     """A causal attention layer's training step at T = 2048 (8 heads of 32, as the tiny Llama): no buffer in its
-    schedule holds T x T elements (scheduled only, not run)."""
+    schedule holds T x T elements, and 6 kernels recompute scores (3 forward, 3 backward: the softmax backward's row
+    term read from the output); scheduled only, not run."""
     t, h, d = 2048, 8, 32
     x = Tensor(arr(1, t, h * d), requires_grad=True)
     w = Tensor(arr(h * d, 3 * h * d) / 16, requires_grad=True)
     q, k, v = (p.reshape(1, t, h, d).transpose(1, 2) for p in (x @ w).chunk(3, -1))
     loss = sdpa(q, k, v, causal=True).sum()
-    sizes = [b.arg for it in kernels(loss, *loss.gradient(x, w)) for b in it.bufs]
+    ks = kernels(loss, *loss.gradient(x, w))
+    sizes = [b.arg for it in ks for b in it.bufs]
     assert max(sizes) < t * t and max(sizes) == 3 * h * d * t
+    assert len(score_kernels(ks)) == 6
 
 
 def test_short_sequence_keeps_the_stored_scores():

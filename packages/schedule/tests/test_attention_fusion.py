@@ -7,7 +7,7 @@ import pytest
 
 from ember.schedule import attention, schedule
 from ember.schedule.attention import bound_masked_reduce, range_bound
-from ember.uops import AxisType, Ops, UOp, dtypes, verify
+from ember.uops import AxisType, Ops, UOp, dtypes, gradient, verify
 
 _n = iter(range(10**6))
 
@@ -22,12 +22,13 @@ def matmul_t(a, b):
     return (a.reshape((n, 1, k)).expand((n, m, k)) * b.reshape((1, m, k)).expand((n, m, k))) \
         .reduce_axis(Ops.ADD, (2,)).reshape((n, m))
 
-def attention_graph(q, k, v, mask=None):
+def attention_graph(q, k, v, mask=None, detach_max=False):
     t = q.shape[0]
     s = matmul_t(q, k) * 0.25
     if mask is not None:
         s = mask.where(s, UOp.const(dtypes.float32, -math.inf, "CPU").reshape((1, 1)).expand((t, t)))
-    mx = s.reduce_axis(Ops.MAX, (1,)).expand((t, t))
+    mx = s.reduce_axis(Ops.MAX, (1,))
+    mx = (UOp(Ops.DETACH, mx.dtype, (mx,)) if detach_max else mx).expand((t, t))  # (a backward: as Tensor.softmax)
     e = (s + mx * -1.0).exp2()
     p = e * e.reduce_axis(Ops.ADD, (1,)).expand((t, t)).reciprocal()
     return matmul_t(p, v.permute((1, 0)))
@@ -83,6 +84,53 @@ def test_a_score_read_by_an_output_is_stored():
     s = matmul_t(q, k)
     its = items(s, matmul_t(s, v.permute((1, 0))))
     assert len(its) == 2 and max(b.arg for it in its for b in it.bufs) == 128 * 128
+
+def causal_mask(t):
+    i = UOp(Ops.IOTA, dtypes.int32, (UOp(Ops.DEVICE, arg="CPU"),), t)
+    return i.reshape((t, 1)).expand((t, t)) >= i.reshape((1, t)).expand((t, t))
+
+def row_term_reduces(sink, t):
+    """The sums over keys to one value per query (T x T -> T x 1): the row max, the row sum, the backward's row
+    term."""
+    return [u for u in sink.toposort() if u.op is Ops.REDUCE_AXIS and u.src[0].shape == (t, t) and u.shape == (t, 1)]
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_softmax_backward_row_term_reads_the_output(causal):
+    """The gradient of sum(o * up), o = softmax(q k^T + mask) v: its row term sum_j(dP * e) / l^2 (dP = dO v^T) is
+    rewritten to sum_c(dO * o) / l, a sum over head_dim (8) that reads o; the sums over keys left are the row max and
+    the row sum. Scheduled: 8 kernels, 6 of them recompute scores (was 7: the row term's), none of T x T."""
+    t = 128
+    q, k, v, up = buf(t, 8), buf(t, 8), buf(t, 8), buf(t, 8)
+    o = attention_graph(q, k, v, causal_mask(t) if causal else None, detach_max=True)
+    loss = (o * up).reduce_axis(Ops.ADD, (0, 1))
+    grads = gradient(loss, [q, k, v], UOp.const(dtypes.float32, 1.0, "CPU").reshape((1, 1)))
+    sink = UOp.sink(o, *grads.values())
+    assert len(row_term_reduces(sink, t)) == 3
+    new = attention.rewrite_softmax_grad_rows(sink)
+    assert [u.arg[0] for u in row_term_reduces(new, t)] == [Ops.MAX, Ops.ADD]
+    # (o as stored: the output, o's reduce (t, 8, 1) read back from it)
+    (d,) = [u for u in new.toposort() if u.op is Ops.REDUCE_AXIS and u.src[0].shape == (t, 8, 1)]
+    assert d.arg == (Ops.ADD, (1,)) and o in d.src[0].toposort()
+    its = items(o, *grads.values())
+    assert len(its) == 8 and max(b.arg for it in its for b in it.bufs) < t * t
+    nested = [it for it in its if any(r.op is Ops.REDUCE and any(x.op is Ops.REDUCE for x in r.src[0].toposort())
+                                      for r in it.ast.toposort())]
+    assert len(nested) == 6
+
+def test_row_term_of_other_weights_is_left():
+    """sum_j(dP * w) with w not the p of o = p @ v (dP its gradient): not sum(dO * o), left as it is; sum_j(dP * p)
+    is rewritten where o is in the graph."""
+    t = 128
+    q, k, v, up, w = buf(t, 8), buf(t, 8), buf(t, 8), buf(t, 8), buf(t, t)
+    o = attention_graph(q, k, v, detach_max=True)
+    loss = (o * up).reduce_axis(Ops.ADD, (0, 1))
+    (p,) = [u for u in o.toposort() if u.op is Ops.MUL and u.shape == (t, t) and
+            any(s.op is Ops.RECIPROCAL for s in u.src)]
+    dp = gradient(loss, [p], UOp.const(dtypes.float32, 1.0, "CPU").reshape((1, 1)))[p]
+    rows = (dp * w).reduce_axis(Ops.ADD, (1,)), (dp * p).reduce_axis(Ops.ADD, (1,))
+    assert attention.rewrite_softmax_grad_rows(UOp.sink(*rows)).src == rows  # (o is not in the graph: not read)
+    new = attention.rewrite_softmax_grad_rows(UOp.sink(o, *rows))
+    assert new.src[1] is rows[0] and new.src[2] is not rows[1]  # (sum(dP * p) is sum(dO * o))
 
 # *** bounds of masked reduces ***
 def ranges(n=16):

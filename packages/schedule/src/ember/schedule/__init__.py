@@ -16,6 +16,7 @@ from ember.schedule.assign import (  # noqa: E402
     overlaps,
     storage,
 )
+from ember.schedule.attention import rewrite_softmax_grad_rows  # noqa: E402
 from ember.schedule.kernel_split import ExecItem, copy_item, split_kernel  # noqa: E402
 from ember.schedule.memory import memory_plan  # noqa: E402
 from ember.schedule.multi import is_multi, pm_multi, shard_axis  # noqa: E402
@@ -117,6 +118,7 @@ def schedule(sink: UOp, hold: frozenset[UOp] = frozenset()) -> Schedule:
 def _schedule(sink: UOp, hold: frozenset[UOp]) -> Schedule:
     given = sink
     sink, fixed = fix_assign_hazards(sink)
+    sink = rewrite_softmax_grad_rows(sink)  # (attention.py: the backward reads the forward's output)
     sink = graph_rewrite(sink, pm_split_reduces, name="split reduces")
     realized = realize_map(sink)
     order = [u for u in sink.toposort(gate=lambda u: u.op not in BUFFERS) if u in realized]

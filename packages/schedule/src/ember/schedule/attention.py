@@ -1,6 +1,7 @@
 """Flash-style attention in the scheduler: the score matrix is recomputed where it is read, never stored, and the
 masked part of every reduce over it is not visited.
 
+    sink = rewrite_softmax_grad_rows(sink)                  # before realize_map: the backward's row term from o
     recomputed = recomputed_scores(nodes, users, forced)    # in realize_map: never realized
     realized |= transposed_score_operands(recomputed)       # ... and k^T copied in the order the dot product reads
     recomputed |= online_softmax_stats(recomputed, users)   # ... nor the row statistics only p @ v reads
@@ -13,9 +14,9 @@ masked part of every reduce over it is not visited.
    reduce over head_dim nested in the reduce over keys (or queries). What stays are O(T) row statistics and the
    outputs, so memory grows linearly with the sequence; the price is the head_dim-long dot product recomputed by
    each reader, which the codegen heuristic keeps to once per (query, key) pair by holding the output row (head_dim
-   values) in registers (causal attention: forward 3 kernels, backward 4; 10 head_dim-long dot products per
-   (query, key) pair in all, where flash attention does 3, against T x T memory traffic). Only from T >= 16 head_dim on
-   (RECOMPUTE_MIN_BLOWUP): the tiny Llama at seq 256 keeps its stored scores.
+   values) in registers (causal attention: forward 3 kernels, backward 3 with scores; 8 head_dim-long dot products
+   per (query, key) pair in all, where flash attention does 3, against T x T memory traffic). Only from T >= 16
+   head_dim on (RECOMPUTE_MIN_BLOWUP): the tiny Llama at seq 256 keeps its stored scores.
 2. A reduce over r of a value that is the reduce's identity wherever a mask on r is false (where(j <= i, s, -inf)
    under a max, exp of it under a sum, the zeros its gradient leaves) runs over the unmasked interval only: the range
    gets a size that depends on the outer ranges, `for (j = 0; j < i + 1; j++)` (a start bound: backwards from the
@@ -29,21 +30,28 @@ masked part of every reduce over it is not visited.
    running max rescaling the sums (ember.codegen.lower.lower_online: each score computed once, but a rescale of
    every accumulator per key: on the CPU ~25% more time than the two passes, tools/bench/RESULTS.md). Where
    something else reads a statistic (a backward), the forward stays 3 kernels (a stored max and sum, each
-   recomputing the scores). Left (issue 22), the training step:
+   recomputing the scores).
+4. The softmax backward's row term, rowsum_j(dP[i, j] p[i, j]) with dP = dO v^T the gradient of o = p @ v (p times
+   factors free of j, as the gradient of e / l leaves it), is rowsum_c(dO[i, c] o[i, c]) (`softmax_grad_rows`, a
+   tensor-graph rule before realize_map): a reduce over head_dim reading o and dO, where the rows-of-dS kernel
+   recomputed s and dP (2 dot products per pair). Only where the pattern is exactly there: the dP of that o, the
+   same p (dropout's p or weights the loss also reads do not match), o in the graph (read back from where it is
+   stored: an output or the contiguous copy a model transposes it to).
+Left (issue 22), the training step:
    a. two outputs from the online kernel: o and the row log-sum-exp lse = m + log(l). Kernels store one buffer
       today; either a kernel SINK of two stores (o at [i, c], lse at [i]: codegen's expand, heuristic and linearize
       assume one), or o and lse packed in one (..., T, head_dim + k) buffer, o and lse views of it (the heuristic
       must still hold a whole row in registers: head_dim + k is no power of two);
    b. the backward rewritten to read them (a tensor-graph rule before realize_map): p = exp2((s - lse) log2e) in
-      place of exp(s - m) / l, and the rows of dS, rowsum(dP * p), as D = rowsum(dO * o) (an O(T head_dim) kernel,
-      no scores). Then the forward is 1 kernel (1 dot product per pair), the backward dv, dq, dk (2 + 2 + 1, or dk and
-      dv in one kernel sharing s and dP: 2): 10 -> 5 (4) dot products per pair; the max and sum kernels (2 score
-      passes) and the rows-of-dS kernel (2) go.
+      place of exp(s - m) / l (the rows of dS as D = rowsum(dO * o): done, 4. above). Then the forward is 1 kernel (1
+      dot product per pair), the backward dv, dq, dk (2 + 2 + 1, or dk and dv in one kernel sharing s and dP: 2):
+      8 -> 5 (4) dot products per pair; the max and sum kernels (2 score passes) go.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from ember.uops import (
     AxisType,
@@ -53,6 +61,7 @@ from ember.uops import (
     UOp,
     UPat,
     dtypes,
+    graph_rewrite,
     linear_terms,
     movement_index,
     prod,
@@ -170,6 +179,207 @@ def transposed_score_operands(recomputed: set[UOp]) -> set[UOp]:
             if below is not None and (stride := _memory_stride(operand, axis)) is not None and abs(stride) > 1:
                 stored.add(below)
     return stored
+
+
+# *** the softmax gradient's row term: rowsum(dP * p) as rowsum(dO * o) ***
+def _push(u: UOp, idxs: tuple[UOp, ...]) -> tuple[UOp, tuple[UOp, ...]] | None:
+    """(the first node below u that is no movement op nor DETACH, its indices) for u read at `idxs`; None through a
+    PAD (a gate)."""
+    while u.op in GroupOp.Movement or u.op is Ops.DETACH:
+        if u.op is not Ops.DETACH:
+            moved, valid = movement_index(u.op, u.arg, u.src[0].shape, idxs)
+            if valid is not None:
+                return None
+            idxs = tuple(i.simplify() for i in moved)
+        u = u.src[0]
+    return u, idxs
+
+
+def _free_of(u: UOp, idxs: tuple[UOp, ...], r: UOp) -> bool:
+    """Whether the value of tensor u at `idxs` does not depend on range r (u elementwise and movement ops over nodes
+    read at indices free of r)."""
+    if (pushed := _push(u, idxs)) is None:
+        return False
+    x, at = pushed
+    if x.op is Ops.CONST:
+        return True
+    if x.op in GroupOp.Elementwise:
+        return all(_free_of(s, at, r) if s.shape else s.op is Ops.CONST for s in x.src)
+    return not any(r in i.toposort() for i in at)
+
+
+def _below_views(u: UOp) -> UOp:
+    while u.op in GroupOp.Movement or u.op is Ops.DETACH:
+        u = u.src[0]
+    return u
+
+
+def _is_dot(u: UOp) -> bool:
+    """A sum over one axis of a product (a matmul's reduce)."""
+    return u.op is Ops.REDUCE_AXIS and u.arg[0] is Ops.ADD and len(u.arg[1]) == 1 and u.src[0].op is Ops.MUL
+
+
+def _pairs_with_output(dp: UOp, graph: ProductReduces) -> bool:
+    """Whether tensor dp is a view (no broadcast) of a dot product (dO @ v^T) that shares an operand with another dot
+    product over the same product shape and another axis (o = p @ v): the cheap part of `softmax_grad_rows`'s
+    match."""
+    x = _below_views(dp)
+    if not _is_dot(x) or dp.shape is None or prod(x.shape) != prod(dp.shape):
+        return False
+    return any(_is_dot(o) and o.src[0].shape == x.src[0].shape and o.arg[1] != x.arg[1]
+               for v in x.src[0].src for o in graph.by_operand.get(v, ()))
+
+
+def _tensor_factors(u: UOp) -> list[UOp]:
+    """The factors of product u (a negation: a factor -1)."""
+    if u.op is Ops.MUL:
+        return [f for s in u.src for f in _tensor_factors(s)]
+    if u.op is Ops.NEG:
+        return [*_tensor_factors(u.src[0]), UOp.const(u.dtype, -1.0)]
+    return [u]
+
+
+def _at_row(u: UOp, axis: int) -> UOp:
+    """Tensor u, free of `axis`, with that axis shrunk to 1 (an expand's source as it is, elementwise ops over their
+    sources' rows: nothing of u's size is read)."""
+    if not u.shape:
+        return u
+    if u.op is Ops.EXPAND and u.src[0].shape[axis] == 1 and \
+            all(a == b for i, (a, b) in enumerate(zip(u.src[0].shape, u.shape)) if i != axis):
+        return u.src[0]
+    if u.op in GroupOp.Elementwise and all(s.shape == u.shape or not s.shape for s in u.src):
+        return u.replace(src=tuple(_at_row(s, axis) for s in u.src))
+    return u.shrink(tuple((0, 1) if i == axis else (0, n) for i, n in enumerate(u.shape)))
+
+
+@dataclass(frozen=True)
+class ProductReduces:
+    """The REDUCE_AXIS nodes of a graph that sum a product, by the operands of the product (`by_operand`), and for
+    those stored through their one reader (an output, a contiguous copy: `_stored_view`) their value read back from
+    there (`views`)."""
+
+    by_operand: dict[UOp, list[UOp]]
+    views: dict[UOp, UOp]
+
+
+def softmax_grad_rows(red: UOp, graph: ProductReduces) -> UOp | None:
+    """sum over j of dP[i, j] * p[i, j] * y[i] -> sum over c of dO[i, c] * o[i, c], times y[i], where dP = dO @ v^T is
+    the gradient of o = p @ v (the reduce over c of dO[i, c] * V[i, j, c], V the operand o's reduce multiplies p by)
+    and y is free of j: the softmax backward's row term, read from the output instead of the scores (an O(T head_dim)
+    reduce in place of an O(T^2 head_dim) one)."""
+    if len(red.arg[1]) != 1 or red.src[0].shape is None or not all(isinstance(n, int) for n in red.src[0].shape):
+        return None
+    (axis,) = red.arg[1]
+    factors = _tensor_factors(red.src[0])
+    if red.src[0].shape[axis] < 2 or not any(_pairs_with_output(f, graph) for f in factors):
+        return None
+    # (a size-1 axis at index 0: as a reshape leaves it)
+    idxs = tuple(UOp.range(n, i, AxisType.GLOBAL) if n != 1 else UOp.const(dtypes.index, 0)
+                 for i, n in enumerate(red.src[0].shape))
+    j = idxs[axis]
+    for dp in factors:
+        if not _pairs_with_output(dp, graph) or (pushed := _push(dp, idxs)) is None:
+            continue
+        dp_raw, at = pushed
+        # dP[i, j] read at its own indices with the summed axis (size 1) put in: o's shape once that is summed too
+        (c_axis,) = dp_raw.arg[1]
+        if [i for n, i in enumerate(at) if n != c_axis] != list(idxs) or at[c_axis].op is not Ops.CONST or \
+                [n for a, n in enumerate(dp_raw.shape) if a != c_axis] != list(red.src[0].shape):
+            continue
+        j_axis = at.index(j)
+        c = UOp.range(dp_raw.src[0].shape[c_axis], len(at), AxisType.GLOBAL)
+        at_c = tuple(c if n == c_axis else i for n, i in enumerate(at))
+        for v_side in dp_raw.src[0].src:
+            do_side = dp_raw.src[0].src[1] if v_side is dp_raw.src[0].src[0] else dp_raw.src[0].src[0]
+            for o in graph.by_operand.get(v_side, []):
+                if o.arg == (Ops.ADD, (j_axis,)) and o.src[0].shape == dp_raw.src[0].shape and \
+                        (new := _row_term(red, factors, dp, o, v_side, do_side, c_axis, at_c, idxs,
+                                          graph.views.get(o))) is not None:
+                    return new
+    return None
+
+
+def _row_term(red: UOp, factors: list[UOp], dp: UOp, o: UOp, v_side: UOp, do_side: UOp, c_axis: int,
+              at_c: tuple[UOp, ...], idxs: tuple[UOp, ...], o_view: UOp | None) -> UOp | None:
+    """rowsum_c(dO * o) * y for `softmax_grad_rows`, if o = sum_j p * V with p the factors of the row term besides dP
+    (and y those left, free of j) and dO (do_side) free of j; None otherwise. o is `o_view` if given (o read back
+    from where it is stored: a second reader of the reduce itself would store it a second time)."""
+    axis = red.arg[1][0]
+    j, j_axis = idxs[axis], o.arg[1][0]
+    p_side = o.src[0].src[1] if v_side is o.src[0].src[0] else o.src[0].src[0]
+    # p_side at (..., i, j, c) is p at (..., i, j): the node the row term multiplies dP by, read where it does
+    if (pushed := _push(p_side, at_c)) is None or pushed[1] != idxs or not _free_of(do_side, at_c, j):
+        return None
+    rest = list(factors)
+    rest.remove(dp)
+    for f in _tensor_factors(pushed[0]):
+        if f not in rest:
+            return None
+        rest.remove(f)
+    if not all(_free_of(f, idxs, j) if f.shape else f.op is Ops.CONST for f in rest):
+        return None
+    # (y in the sum, broadcast over c, as it was in the row term's: one kernel)
+    term = _at_row(do_side, j_axis) * (o if o_view is None else o_view)
+    summed_shape = tuple(1 if n == c_axis else s for n, s in enumerate(o.shape))
+    for f in rest:
+        term = term * _row_broadcast(f, axis, summed_shape, o.shape)
+    return term.reduce_axis(Ops.ADD, (c_axis,)).reshape(red.shape)
+
+
+def _row_broadcast(u: UOp, axis: int, row_shape: tuple[int, ...], shape: tuple[int, ...]) -> UOp:
+    """Tensor u, free of `axis`, as its row (`_at_row`) viewed in `row_shape` and broadcast to `shape`, the broadcast
+    put under u's elementwise ops (a costly op broadcast into a reduce would be stored)."""
+    if not u.shape:
+        return u
+    if u.op in GroupOp.Elementwise and all(s.shape == u.shape or not s.shape for s in u.src):
+        return u.replace(src=tuple(_row_broadcast(s, axis, row_shape, shape) for s in u.src))
+    return _at_row(u, axis).reshape(row_shape).expand(shape)
+
+
+def _stored_view(o: UOp, users: dict[UOp, list[UOp]], outputs: set[UOp]) -> UOp | None:
+    """o read back from the node that stores it, when o's one reader is a chain of reshapes and permutes (each the
+    one reader of the last) up to an output or a CONTIGUOUS: attention's output as a model transposes it for the
+    output projection."""
+    chain: list[UOp] = []
+    x = o
+    while x not in outputs and x.op is not Ops.CONTIGUOUS and len(users.get(x, [])) == 1 and \
+            users[x][0].op in (Ops.RESHAPE, Ops.PERMUTE, Ops.CONTIGUOUS):
+        x = users[x][0]
+        chain.append(x)
+    if not chain or not (x in outputs or x.op is Ops.CONTIGUOUS):
+        return None
+    for u in reversed(chain):
+        if u.op is Ops.PERMUTE:
+            x = x.permute(tuple(sorted(range(len(u.arg)), key=u.arg.__getitem__)))
+        elif u.op is Ops.RESHAPE:
+            x = x.reshape(u.src[0].shape)
+    return x
+
+
+def rewrite_softmax_grad_rows(sink: UOp) -> UOp:
+    """The tensor graph with each softmax backward's row term rowsum(dP * p) read from the forward's output
+    (`softmax_grad_rows`): the scores' reduce over keys goes, a reduce over head_dim takes its place."""
+    graph = ProductReduces({}, {})
+    users: dict[UOp, list[UOp]] = {}
+    for u in sink.toposort():
+        for s in u.src:
+            users.setdefault(s, []).append(u)
+        if u.op is Ops.REDUCE_AXIS and u.src[0].op is Ops.MUL:
+            for s in dict.fromkeys(u.src[0].src):
+                graph.by_operand.setdefault(s, []).append(u)
+    if not any(_pairs_with_output(f, graph) for reduces in graph.by_operand.values() for red in reduces
+               if red.arg[0] is Ops.ADD for f in _tensor_factors(red.src[0])):
+        return sink  # (no softmax backward: nothing to walk)
+    for o in {o for reduces in graph.by_operand.values() for o in reduces}:
+        if (view := _stored_view(o, users, set(sink.src))) is not None:
+            graph.views[o] = view
+    return graph_rewrite(sink, pm_softmax_grad_rows, ctx=graph, name="softmax grad rows")
+
+
+pm_softmax_grad_rows = PatternMatcher([
+    (UPat(Ops.REDUCE_AXIS, src=(UPat(Ops.MUL),), name="red"),
+     lambda ctx, red: softmax_grad_rows(red, ctx) if red.arg[0] is Ops.ADD else None),
+])
 
 
 # *** masked reduces: the range cut to where the value is not the identity ***
