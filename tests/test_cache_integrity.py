@@ -133,3 +133,32 @@ def test_an_unsafe_cache_folder_builds_without_the_cache(cache_dir):
         cached_program(ast, CRenderer())
     assert list((cache_dir / "program").iterdir()) == []
     assert cache_mod.load_program(ast, CRenderer()) is None
+
+
+def test_a_warm_engine_renders_no_source_and_compiles_nothing(cache_dir, monkeypatch):
+    from ember.runtime.cpu import CPUCompiler
+
+    renders: list[str] = []
+    render = CRenderer.render
+    monkeypatch.setattr(CRenderer, "render", lambda self, name, uops: renders.append(name) or render(self, name, uops))
+    x = np.arange(48, dtype=np.float32).reshape(6, 8) / 7
+
+    def step() -> np.ndarray:
+        t = Tensor(x)
+        return ((t - t.mean(1, keepdim=True)).softmax(1) * 3.5 + t.sum(0)).numpy()
+
+    monkeypatch.setattr(engine, "ENGINE", engine.Engine())  # (a fresh process's engine: no kernels compiled)
+    want = step()
+    assert len(renders) >= 3  # (several kernels: the engine's batched path)
+    for entries_left in ("all", "no key entries", "all"):
+        if entries_left == "no key entries":  # lost (or never written): rendered and compiled again, filed again
+            for entry in (cache_dir / "compile").glob("key-*"):
+                entry.unlink()
+        monkeypatch.setattr(engine, "ENGINE", engine.Engine())
+        renders.clear()
+        runs = CPUCompiler.invocations
+        np.testing.assert_array_equal(step(), want)
+        if entries_left == "all":
+            assert renders == [] and CPUCompiler.invocations == runs
+        else:
+            assert renders and CPUCompiler.invocations > runs

@@ -14,7 +14,7 @@ def batches(monkeypatch):
     seen: list[tuple[str, list[str]]] = []
     lock = threading.Lock()
     for device in ("PYTHON", "PYTHON:1"):
-        def compile_cached_many(programs, device=device):
+        def compile_cached_many(programs, src_keys=None, device=device):
             with lock:
                 seen.append((device, [name for name, _ in programs]))
             return [src.encode() for _, src in programs]
@@ -60,7 +60,7 @@ def test_close_resolves_every_future(batches):
 
 
 def test_an_error_reaches_every_waiting_future(monkeypatch):
-    def reject(programs):
+    def reject(programs, src_keys=None):
         raise CompileError("PYTHON: rejected")
     monkeypatch.setattr(Device["PYTHON"].compiler, "compile_cached_many", reject)
     queue = CompileQueue(workers=2, min_batch=100, max_batch=2)
@@ -86,7 +86,7 @@ def test_at_close_the_workers_share_the_source_text(monkeypatch):
     seen: list[list[str]] = []
     release = threading.Event()
 
-    def compile_cached_many(programs):
+    def compile_cached_many(programs, src_keys=None):
         seen.append([name for name, _ in programs])
         release.wait(timeout=10)  # (both workers take their batch before either finishes)
         return [src.encode() for _, src in programs]
@@ -111,7 +111,7 @@ def test_while_sources_come_a_batch_stops_at_max_text(monkeypatch):
     seen: list[list[str]] = []
     release = threading.Event()
 
-    def compile_cached_many(programs):
+    def compile_cached_many(programs, src_keys=None):
         seen.append([name for name, _ in programs])
         release.wait(timeout=10)  # (the first batch holds the worker until every source is waiting)
         return [src.encode() for _, src in programs]
@@ -125,3 +125,29 @@ def test_while_sources_come_a_batch_stops_at_max_text(monkeypatch):
     queue.close()
     assert max(len(names) for names in seen) <= 3  # the third source's text passes 250 characters
     assert sorted(name for names in seen for name in names) == sorted(f"k{i}" for i in range(8))
+
+
+def test_a_source_found_by_its_key_is_neither_rendered_nor_queued(monkeypatch):
+    compiler = Device["PYTHON"].compiler
+    seen: list[tuple[list[str], list[str | None]]] = []
+
+    def compile_cached_many(programs, src_keys=None):
+        seen.append(([name for name, _ in programs], list(src_keys)))
+        return [src.encode() for _, src in programs]
+
+    monkeypatch.setattr(compiler, "compile_cached_many", compile_cached_many)
+    monkeypatch.setattr(compiler, "cached_library", lambda src_key: b"lib of " + src_key.encode()
+                        if src_key == "known" else None)
+    renders: list[str] = []
+
+    def render(text):
+        return lambda: renders.append(text) or text
+
+    queue = CompileQueue(workers=1, min_batch=100)
+    known = queue.submit("PYTHON", "k0", render("src0"), "known")
+    assert known.done() and known.result() == b"lib of known" and renders == []  # at submit, with no render
+    futs = [queue.submit("PYTHON", "k1", render("src1"), "unknown"), queue.submit("PYTHON", "k2", "src2")]
+    assert renders == ["src1"]  # a key with no library: rendered at once, compiled with its key
+    queue.close()
+    assert seen == [(["k1", "k2"], ["unknown", None])]
+    assert [f.result(timeout=0) for f in futs] == [b"src1", b"src2"]

@@ -2,6 +2,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 import pytest
@@ -9,7 +10,7 @@ import pytest
 from ember.runtime import Compiler
 from ember.runtime import compiler as compiler_module
 from ember.runtime.cpu import CPUCompiler
-from ember.uops import settings
+from ember.uops import files, settings
 
 C_SRC = "int answer(void) { return 42; }\n"
 
@@ -215,3 +216,94 @@ def test_cpu_batch_is_one_cc_run_and_each_function_loads(cache_dir):
     assert [p.library[p.name]() for p in programs] == [0, 7, 14, -1]  # (getitem: a fresh int-returning handle)
     assert programs[0].library is programs[1].library is programs[2].library  # one library, loaded once
     assert CPUCompiler().compile_cached(srcs[1]) == libs[1] and CPUCompiler.invocations == before + 2
+
+
+# *** sources named by a src_key: found without the source ***
+class Renders:
+    """A source rendered on demand, counting its renders."""
+
+    def __init__(self, src):
+        self.src, self.calls = src, 0
+
+    def __call__(self):
+        self.calls += 1
+        return self.src
+
+
+def test_a_keyed_source_is_found_by_its_key_without_rendering(cache_dir):
+    comp, render = EchoCompiler(), Renders("abc")
+    assert comp.compile_cached(render, "prog-1") == b"cba" and comp.runs == 1 and render.calls == 1
+    fresh, again = EchoCompiler(), Renders("abc")
+    assert fresh.cached_library("prog-1") == b"cba"
+    assert fresh.compile_cached(again, "prog-1") == b"cba" and fresh.runs == 0 and again.calls == 0
+    assert fresh.cached_library("prog-2") is None  # another key: nothing filed
+    names = sorted(p.name for p in (cache_dir / "compile").iterdir())
+    assert names == [comp.src_key_entry("prog-1")] and names[0].startswith("key-")  # filed under the key alone
+
+
+def test_a_key_filed_by_another_compiler_or_flags_is_not_used(cache_dir):
+    EchoCompiler("one").compile_cached("abc", "prog")
+    other = EchoCompiler("two")
+    assert other.cached_library("prog") is None
+    render = Renders("abd")
+    assert other.compile_cached(render, "prog") == b"dba" and other.runs == 1 and render.calls == 1
+    flagged = EchoCompiler("one")
+    flagged.flags = ("-O3",)
+    assert flagged.cached_library("prog") is None and flagged.src_key_entry("prog") != \
+        EchoCompiler("one").src_key_entry("prog")
+    assert flagged.compile_cached(Renders("abe"), "prog") == b"eba" and flagged.runs == 1
+    assert EchoCompiler("one").cached_library("prog") == b"cba"  # each keeps its own
+
+
+@pytest.mark.parametrize("corrupt", [lambda data: data[:len(data) // 2], lambda data: b"", None])
+def test_a_corrupt_or_missing_key_entry_falls_back_to_rendering_and_compiling(cache_dir, corrupt):
+    comp = EchoCompiler()
+    comp.compile_cached("abc", "prog")
+    path = cache_dir / "compile" / comp.src_key_entry("prog")
+    if corrupt is None:
+        path.unlink()
+    else:
+        path.write_bytes(corrupt(path.read_bytes()))
+    render = Renders("abc")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert comp.compile_cached(render, "prog") == b"cba"
+    assert render.calls == 1 and comp.runs == 2
+    assert (corrupt is None) != any("is corrupt" in str(w.message) for w in caught)
+    assert EchoCompiler().compile_cached(Renders("x"), "prog") == b"cba"  # filed again
+
+
+def test_a_source_compiled_without_its_key_files_the_key_on_its_next_use(cache_dir):
+    comp = EchoCompiler()
+    comp.compile_cached("abc")  # (a cache an older Ember filled, or a compile of the source alone)
+    render = Renders("abc")
+    assert comp.compile_cached(render, "prog") == b"cba" and comp.runs == 1 and render.calls == 1
+    entry = files.read_entry(cache_dir / "compile" / comp.src_key_entry("prog"), comp.src_key_entry("prog"))
+    assert entry.meta == {"kind": "reference", "library": comp.cache_key("abc")}
+    assert comp.cached_library("prog") == b"cba"
+
+
+def test_compile_many_files_each_key_to_its_batch_library(cache_dir):
+    comp = BatchingEcho()
+    libs = comp.compile_cached_many([("f", "s1"), ("g", "s2"), ("h", "s3"), ("g", "s2")],
+                                    src_keys=["k1", "k2", None, "k2b"])
+    assert comp.batch_runs == [["s1", "s2", "s3"]] and libs == [b"3s|2s|1s"] * 4
+    fresh = BatchingEcho()
+    assert [fresh.cached_library(k) for k in ("k1", "k2", "k2b")] == [b"3s|2s|1s"] * 3
+    assert fresh.compile_cached("s3") == b"3s|2s|1s" and fresh.runs == 0  # the keyless source by its hash
+    # a reference whose batch library is gone: the key misses, the source compiles again
+    (lib,) = (p for p in (cache_dir / "compile").iterdir() if p.name.startswith("lib-"))
+    lib.unlink()
+    assert fresh.cached_library("k1") is None
+    assert fresh.compile_cached_many([("f", "s1")], src_keys=["k1"]) == [b"1s"] and fresh.runs == 1
+    assert BatchingEcho().cached_library("k1") == b"1s"
+    with pytest.raises(ValueError, match="2 src_keys for 1 programs"):
+        fresh.compile_cached_many([("f", "s1")], src_keys=["k1", "k2"])
+
+
+def test_cache_0_reads_no_key(monkeypatch):
+    comp = EchoCompiler()
+    comp.compile_cached("abc", "prog")
+    monkeypatch.setenv("CACHE", "0")
+    assert comp.cached_library("prog") is None
+    assert comp.compile_cached(Renders("abc"), "prog") == b"cba" and comp.runs == 2

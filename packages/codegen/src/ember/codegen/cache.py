@@ -7,9 +7,12 @@ hashes the kernel AST's full text, the renderer, the opts asked for, and the fin
 of its source files), so an edited codegen never reads programs an older one wrote.
 
 A program entry is data, never code: its payload is JSON (`program_to_json`) holding the linear UOp program as a flat
-table (ops, dtypes and args by name, floats as hex) and the launch facts. The source is not stored: on a hit the
-renderer renders it again from the program, so whatever is on disk, only source that Ember's renderer wrote is ever
-compiled. An entry that fails verification or decoding is a warning and is rebuilt.
+table (ops, dtypes and args by name, floats as hex) and the launch facts. The source is not stored: a program read
+back renders it again from the program, on first use of its `src`, so whatever is on disk, only source that Ember's
+renderer wrote is ever compiled. Its `src_key` (the hash of the entry's key and payload) names that source: the
+device's compile cache files the library it compiled from the source under the key too (ember.runtime.compiler), so
+a warm process finds each library without rendering. An entry that fails verification or decoding is a warning and
+is rebuilt.
 """
 
 from __future__ import annotations
@@ -119,13 +122,14 @@ def program_to_json(spec: ProgramSpec) -> bytes:
     return json.dumps(doc, separators=(",", ":"), allow_nan=False).encode()
 
 
-def program_from_json(data: bytes, renderer: Renderer) -> ProgramSpec:
-    """The ProgramSpec a `program_to_json` payload describes, its source rendered by `renderer`; ValueError when the
-    payload is not such a program."""
-    return _decode_program(data, renderer.render)
+def program_from_json(data: bytes, renderer: Renderer, src_key: str | None = None) -> ProgramSpec:
+    """The ProgramSpec a `program_to_json` payload describes, its source rendered by `renderer` on first use, named by
+    `src_key`; ValueError when the payload is not such a program."""
+    return _decode_program(data, renderer.render, src_key)
 
 
-def _decode_program(data: bytes, render: Callable[[str, tuple[UOp, ...]], str]) -> ProgramSpec:
+def _decode_program(data: bytes, render: Callable[[str, tuple[UOp, ...]], str],
+                    src_key: str | None = None) -> ProgramSpec:
     try:
         doc = json.loads(data)
         if doc["format"] != PROGRAM_FORMAT:
@@ -143,12 +147,13 @@ def _decode_program(data: bytes, render: Callable[[str, tuple[UOp, ...]], str]) 
         bufs = tuple(BufferArg(int(slot), _decode_dtype(dt), int(size), bool(written))
                      for slot, dt, size, written in doc["bufs"])
         local = doc["local_size"]
-        return ProgramSpec(name, render(name, uops), uops, bufs, tuple(nodes[i] for i in doc["vars"]),
-                           tuple(int(x) for x in doc["global_size"]),
-                           None if local is None else tuple(int(x) for x in local),
-                           Estimates(*(int(x) for x in doc["estimates"])),
-                           tuple(Opt(OptOps[op], int(axis), int(amount)) for op, axis, amount in doc["opts"]))
-    except Exception as e:  # noqa: BLE001 - whatever the data makes our constructors or renderer raise: not a program
+        return ProgramSpec.rendered_later(
+            functools.partial(render, name, uops), src_key, name, uops, bufs, vars=tuple(nodes[i] for i in doc["vars"]),
+            global_size=tuple(int(x) for x in doc["global_size"]),
+            local_size=None if local is None else tuple(int(x) for x in local),
+            estimates=Estimates(*(int(x) for x in doc["estimates"])),
+            applied_opts=tuple(Opt(OptOps[op], int(axis), int(amount)) for op, axis, amount in doc["opts"]))
+    except Exception as e:  # noqa: BLE001 - whatever the data makes our constructors raise: not a program
         raise ValueError(f"not a program ({type(e).__name__}: {e})") from None
 
 
@@ -156,9 +161,17 @@ def _renderer_id(renderer: Renderer) -> str:
     # every capability the lowering reads: two renderers of one class that differ in one make other programs
     alu = sorted((op.name, tuple(map(repr, dts))) for op, dts in renderer.vector_alu.items())
     vectors = list(map(repr, renderer.vector_dtypes))
+    # and the instance's settings (a GPU's arch), which its rendering reads too
+    instance = sorted((k, repr(v)) for k, v in vars(renderer).items())
     return f"{type(renderer).__module__}.{type(renderer).__qualname__} {renderer.device} {renderer.max_threads} " \
            f"{renderer.max_vector} {renderer.has_local} {renderer.has_threads} {vectors} {alu} " \
-           f"{renderer.mask_itemsize} {sorted(op.name for op in renderer.mask_alu)}"
+           f"{renderer.mask_itemsize} {sorted(op.name for op in renderer.mask_alu)} {instance}"
+
+
+def _src_key(key: str, payload: bytes) -> str:
+    """The name of the source of the program stored under `key` as `payload`: the key covers the kernel, the renderer
+    and codegen's own code, the payload the program itself (an entry rebuilt with other contents names another)."""
+    return hashlib.sha256(key.encode() + b"\0" + payload).hexdigest()
 
 
 def _program_path(ast: UOp, renderer: Renderer, opts: list[Opt] | None) -> tuple[Path, str] | None:
@@ -177,7 +190,7 @@ def _read_program(where: tuple[Path, str] | None, renderer: Renderer) -> Program
     if (entry := files.read_entry(path, key)) is None:
         return None
     try:
-        return program_from_json(entry.payload, renderer)
+        return program_from_json(entry.payload, renderer, _src_key(key, entry.payload))
     except ValueError as e:
         warnings.warn(f"codegen cache: {path} is unreadable ({e}); building the program again", stacklevel=3)
         path.unlink(missing_ok=True)
@@ -186,13 +199,15 @@ def _read_program(where: tuple[Path, str] | None, renderer: Renderer) -> Program
 
 def load_program(ast: UOp, renderer: Renderer, opts: list[Opt] | None = None) -> ProgramSpec | None:
     """The program `cached_program` would return, if an identical kernel was built before (in any process); else
-    None (also with `CACHE=0` or NOOPT). Cheap: callers use it to find the kernels that need a codegen."""
+    None (also with `CACHE=0` or NOOPT). Cheap (its source is rendered on first use, and it has a `src_key`):
+    callers use it to find the kernels that need a codegen."""
     return _read_program(_program_path(ast, renderer, opts), renderer)
 
 
 def cached_program(ast: UOp, renderer: Renderer, opts: list[Opt] | None = None) -> ProgramSpec:
     """`to_program(ast, renderer, opts)`, read from the disk cache when an identical kernel was built before (in any
-    process). `CACHE=0` skips reading (entries are still written), like the compile cache."""
+    process). `CACHE=0` skips reading (entries are still written), like the compile cache. A program the cache
+    holds (read or written) has a `src_key`."""
     where = _program_path(ast, renderer, opts)
     if (spec := _read_program(where, renderer)) is not None:
         return spec
@@ -208,4 +223,4 @@ def cached_program(ast: UOp, renderer: Renderer, opts: list[Opt] | None = None) 
     except (TypeError, ValueError, RecursionError):  # an arg the format cannot hold: built again each time
         return spec
     files.write_entry(where[0], where[1], data, {"kind": "program"})
-    return spec
+    return spec.with_src_key(_src_key(where[1], data))

@@ -1,5 +1,8 @@
 """What codegen hands to a device: `ProgramSpec`, a rendered kernel with its linear UOp program and launch facts.
 
+A program read back from codegen's disk cache renders its source on first use of `src` (`ProgramSpec.rendered_later`)
+and names it by `src_key`: the device's compile cache finds the library compiled from it by that key, without it.
+
 The linear program (`ProgramSpec.uops`) is a flat tuple of UOps, executed top to bottom:
 - `PARAM` (dtype `dt.ptr(size)`, arg = slot): buffer argument `slot`. `DEFINE_VAR` (arg = (name, lo, hi)): an int
   argument, passed in `ProgramSpec.vars` order.
@@ -16,8 +19,10 @@ The linear program (`ProgramSpec.uops`) is a flat tuple of UOps, executed top to
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from enum import Enum, auto
+from typing import TYPE_CHECKING, Any
 
 from ember.uops import DType, UOp
 
@@ -70,7 +75,11 @@ class BufferArg:
 
 @dataclass(frozen=True)
 class ProgramSpec:
-    """A kernel ready to compile and launch."""
+    """A kernel ready to compile and launch.
+
+    `src_key`, when set, names the source whatever process renders it: programs of one `src_key` have one source
+    (codegen's cache sets it on the programs it stores and reads; it is not compared, and `dataclasses.replace` drops
+    it, so a program made with another source never carries it)."""
 
     name: str
     src: str
@@ -81,7 +90,40 @@ class ProgramSpec:
     local_size: tuple[int, ...] | None = None
     estimates: Estimates = field(default_factory=Estimates)
     applied_opts: tuple[Opt, ...] = ()
+    src_key: str | None = field(default=None, init=False, compare=False)
 
     @property
     def outs(self) -> tuple[int, ...]:
         return tuple(b.slot for b in self.bufs if b.written)
+
+    @classmethod
+    def rendered_later(cls, render: Callable[[], str], src_key: str | None, name: str, uops: tuple[UOp, ...],
+                       bufs: tuple[BufferArg, ...], **fields: Any) -> ProgramSpec:
+        """The program whose `src` is `render()`, called on the first read of `src` (a program whose library is found
+        by `src_key` is never rendered). Reads from several threads may render it more than once: the same text."""
+        spec = cls(name, "", uops, bufs, **fields)
+        object.__delattr__(spec, "src")  # (until rendered, a read of src reaches __getattr__)
+        object.__setattr__(spec, "_render", render)
+        object.__setattr__(spec, "src_key", src_key)
+        return spec
+
+    def with_src_key(self, src_key: str) -> ProgramSpec:
+        """This program, its source named by `src_key`."""
+        spec = replace(self)
+        object.__setattr__(spec, "src_key", src_key)
+        return spec
+
+    if not TYPE_CHECKING:  # (hidden from type checkers, which would then accept any attribute name)
+        def __getattr__(self, attr: str) -> str:
+            # reached only for an attribute the instance lacks: the source of a `rendered_later` program, unrendered
+            if attr == "src":
+                if (render := self.__dict__.get("_render")) is not None:
+                    object.__setattr__(self, "src", render())
+                    self.__dict__.pop("_render", None)
+                if "src" in self.__dict__:  # (rendered meanwhile by another thread)
+                    return self.__dict__["src"]
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {attr!r}")
+
+    def __getstate__(self) -> dict[str, Any]:
+        # a pickle (a codegen helper's answer) holds the source: a render function need not pickle
+        return {**{k: v for k, v in self.__dict__.items() if k != "_render"}, "src": self.src}

@@ -2,7 +2,11 @@
 
     queue = CompileQueue(workers=os.cpu_count() or 1)
     lib = queue.submit("CPU", spec.name, spec.src)   # a Future of the library bytes
+    lib = queue.submit("CPU", spec.name, lambda: spec.src, spec.src_key)   # the same, maybe without rendering
     queue.close()                                    # compiles what is left; every Future is then resolved
+
+A source named by a `src_key` is looked up by it at once (`Compiler.cached_library`): a library found that way needs
+neither the source nor a compile, and its Future is resolved when `submit` returns.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import threading
 from concurrent.futures import Future
 
+from ember.runtime.compiler import Source
 from ember.runtime.device import Device
 
 
@@ -27,7 +32,8 @@ class CompileQueue:
 
     def __init__(self, workers: int, min_batch: int = 4, max_batch: int = 64, max_text: int = 65536):
         self.min_batch, self.max_batch, self.max_text = min_batch, max_batch, max_text
-        self.waiting: list[tuple[str, str, str, Future[bytes]]] = []  # (device, name, src, its library)
+        # (device, name, src, src_key, its library)
+        self.waiting: list[tuple[str, str, str, str | None, Future[bytes]]] = []
         self.closed, self.share = False, 0
         self.cond = threading.Condition()
         self.while_coming = max(workers - 1, 1)
@@ -35,11 +41,17 @@ class CompileQueue:
         for t in self.threads:
             t.start()
 
-    def submit(self, device: str, name: str, src: str) -> Future[bytes]:
-        """Queue the source of function `name` for `Device[device]`'s compiler; the Future holds its library."""
+    def submit(self, device: str, name: str, src: Source, src_key: str | None = None) -> Future[bytes]:
+        """Queue the source of function `name` for `Device[device]`'s compiler; the Future holds its library. With a
+        `src_key` naming the source, its library is first looked up by the key, here: `src` (a function that renders
+        it) is called only when there is none, and the library compiled then is filed under the key."""
         fut: Future[bytes] = Future()
+        if src_key is not None and (lib := Device[device].compiler.cached_library(src_key)) is not None:
+            fut.set_result(lib)
+            return fut
+        text = src if isinstance(src, str) else src()
         with self.cond:
-            self.waiting.append((device, name, src, fut))
+            self.waiting.append((device, name, text, src_key, fut))
             if len(self.waiting) >= self.min_batch:
                 self.cond.notify_all()
         return fut
@@ -54,7 +66,7 @@ class CompileQueue:
         for t in self.threads:
             t.join()
 
-    def _take(self, worker: int) -> list[tuple[str, str, str, Future[bytes]]]:
+    def _take(self, worker: int) -> list[tuple[str, str, str, str | None, Future[bytes]]]:
         with self.cond:
             while not self.closed and (len(self.waiting) < self.min_batch or worker >= self.while_coming):
                 self.cond.wait()
@@ -66,7 +78,7 @@ class CompileQueue:
             names: set[str] = set()
             size = 0
             for i in same:
-                _, name, src, _ = self.waiting[i]
+                _, name, src, _, _ = self.waiting[i]
                 if name in names:
                     continue
                 if len(taken) == self.max_batch or (taken and size >= (self.share if self.closed else self.max_text)):
@@ -84,7 +96,8 @@ class CompileQueue:
     def _work(self, worker: int) -> None:
         while batch := self._take(worker):
             try:
-                libs = Device[batch[0][0]].compiler.compile_cached_many([(name, src) for _, name, src, _ in batch])
+                libs = Device[batch[0][0]].compiler.compile_cached_many(
+                    [(name, src) for _, name, src, _, _ in batch], src_keys=[src_key for *_, src_key, _ in batch])
             except BaseException as e:  # noqa: BLE001 - handed to whoever waits on the kernel
                 for *_, fut in batch:
                     fut.set_exception(e)

@@ -1,12 +1,17 @@
-"""`Compiler`: source to a device binary, with an on-disk cache keyed by the source hash.
+"""`Compiler`: source to a device binary, with an on-disk cache keyed by the source hash (or by a key naming it).
 
 Cache entries live in `$EMBER_CACHE_DIR/compile/` (default `~/.cache/ember/compile/`), one file per key (the hash of
 the compiler's cachekey, its flags and the source), each an `ember.uops.files` entry: data that cannot execute on
 load, holding its key and its payload's sha256, written atomically, the folder bounded by `EMBER_CACHE_MAX_SIZE`.
 The entry's meta says what the payload is: `{"kind": "library"}` the compiled bytes, `{"kind": "reference",
-"library": "lib-<sha256>"}` a pointer to the library entry that a batch compiled this source into. An entry that
-fails verification (another key, truncated, flipped bits), a library the compiler does not recognise as its own
-output (`Compiler.check_binary`, e.g. not an ELF shared object for the CPU), or a reference whose library is gone is
+"library": <entry>}` a pointer to the entry holding the library (`lib-<sha256>`: the library a batch compiled the
+source into). A caller that names its source by a `src_key` (codegen's `ProgramSpec.src_key`: one key, one source,
+whatever process renders it) has the entry filed as `key-<hash of cachekey, flags, src_key>` instead, written once
+this compiler compiled that source (or found its library by the source's hash), and read before the source is even
+needed: a warm process finds its libraries without rendering one source. So a library is only ever compiled from a
+source its caller gave, and one on disk is trusted as much by a key as by a source hash. An entry that fails
+verification (another key, truncated, flipped bits), a library the compiler does not recognise as its own output
+(`Compiler.check_binary`, e.g. not an ELF shared object for the CPU), or a reference whose library is gone is
 deleted and rebuilt, with a warning. A cache folder another user could write is not used (see ember.uops.files).
 `CACHE=0` skips reading the cache (entries are still written).
 """
@@ -14,13 +19,17 @@ deleted and rebuilt, with a warning. A cache folder another user could write is 
 from __future__ import annotations
 
 import hashlib
+import re
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ember.uops import files, settings
 
 _LEGACY_MAGICS = (b"EMBC", b"EMBR")  # entries of the format before ember.uops.files: rebuilt
+_ENTRY_NAME = re.compile(r"(lib-|key-)?[0-9a-f]{64}")  # what a reference may point at: an entry of this folder
+
+Source = str | Callable[[], str]  # a source, or the function that renders it (called only when it is needed)
 
 
 class CompileError(RuntimeError):
@@ -82,20 +91,55 @@ class Compiler:
         """Where the cache entry of `src` lives."""
         return cache_dir() / self.cache_key(src)
 
-    def compile_cached(self, src: str) -> bytes:
-        """`compile(src)`, reusing the result of an earlier compile of the same source (in any process)."""
-        if self.cachekey is None or (folder := _usable_cache_dir()) is None:
-            return self.compile(src)
-        key = self.cache_key(src)
-        if _cache_reads_enabled() and (lib := self._read(folder, key)) is not None:
-            return lib
-        lib = self.compile(src)
-        files.write_entry(folder / key, key, lib, {"kind": "library"})
-        return lib
+    def src_key_entry(self, src_key: str) -> str:
+        """The name of the cache entry filed under a caller's `src_key` (see the module doc)."""
+        h = hashlib.sha256()
+        for part in (self.cachekey or "", *self.flags, "src_key", src_key):
+            h.update(part.encode())
+            h.update(b"\0")
+        return f"key-{h.hexdigest()}"
 
-    def _read(self, folder: Path, key: str, follow: bool = True) -> bytes | None:
-        """The library of the entry `key` (through its reference), None if there is none or it is refused (deleted,
-        with a warning, so that the caller's compile replaces it)."""
+    def cached_library(self, src_key: str) -> bytes | None:
+        """The library compiled (by this compiler's cachekey and flags) from the source `src_key` names, if the cache
+        holds it; else None (also with the cache off or `CACHE=0`)."""
+        if self.cachekey is None or not _cache_reads_enabled() or (folder := _usable_cache_dir()) is None:
+            return None
+        found = self._read(folder, self.src_key_entry(src_key))
+        return None if found is None else found[0]
+
+    def compile_cached(self, src: Source, src_key: str | None = None) -> bytes:
+        """`compile(src)`, reusing the result of an earlier compile of the same source (in any process). With a
+        `src_key` naming the source, the library is looked up by it first (`src`, a function that renders it, is then
+        not called) and filed under it."""
+        if self.cachekey is None or (folder := _usable_cache_dir()) is None:
+            return self.compile(src if isinstance(src, str) else src())
+        return self._compile_cached(folder, src, src_key)[0]
+
+    def _compile_cached(self, folder: Path, src: Source, src_key: str | None) -> tuple[bytes, str]:
+        """compile_cached's library, and the name of the entry that holds it."""
+        reads = _cache_reads_enabled()
+        keyed = None if src_key is None else self.src_key_entry(src_key)
+        if reads and keyed is not None and (found := self._read(folder, keyed)) is not None:
+            return found
+        text = src if isinstance(src, str) else src()
+        key = self.cache_key(text)
+        if reads and (found := self._read(folder, key)) is not None:
+            if keyed is not None:
+                self._refer(folder, keyed, found[1])
+            return found
+        lib = self.compile(text)
+        entry = key if keyed is None else keyed
+        files.write_entry(folder / entry, entry, lib, {"kind": "library"})
+        return lib, entry
+
+    def _refer(self, folder: Path, name: str, target: str) -> None:
+        """File the entry `name` as a reference to the library in the entry `target`."""
+        if name != target:
+            files.write_entry(folder / name, name, b"", {"kind": "reference", "library": target})
+
+    def _read(self, folder: Path, key: str, follow: bool = True) -> tuple[bytes, str] | None:
+        """The library of the entry `key` (through its reference) and the name of the entry that holds it; None if
+        there is none or it is refused (deleted, with a warning, so that the caller's compile replaces it)."""
         path = folder / key
         if (entry := files.read_entry(path, key, legacy=_LEGACY_MAGICS)) is None:
             return None
@@ -108,49 +152,64 @@ class Compiler:
                               stacklevel=3)
                 path.unlink(missing_ok=True)
                 return None
-            return entry.payload
+            return entry.payload, key
         target = entry.meta.get("library")
-        if kind == "reference" and follow and isinstance(target, str) and target.startswith("lib-") and \
-                "/" not in target and (lib := self._read(folder, target, False)) is not None:
-            return lib
+        if kind == "reference" and follow and isinstance(target, str) and _ENTRY_NAME.fullmatch(target) and \
+                (found := self._read(folder, target, False)) is not None:
+            return found
         if kind != "reference":
             warnings.warn(f"compile cache: {path} is corrupt (an entry of kind {kind!r}); deleting it and compiling "
                           "again", stacklevel=3)
         path.unlink(missing_ok=True)  # its library is gone: the source compiles again
         return None
 
-    def compile_cached_many(self, programs: Sequence[tuple[str, str]]) -> list[bytes]:
-        """`compile_cached(src)` of each (function name, src) program, in order. When the compiler batches, the
-        sources not in the cache are compiled together (in batches of distinct function names), each cache entry
-        then referring to its batch's library; a batch the compiler rejects is compiled source by source, so the
-        error names the source at fault."""
+    def compile_cached_many(self, programs: Sequence[tuple[str, str]],
+                            src_keys: Sequence[str | None] | None = None) -> list[bytes]:
+        """`compile_cached(src, src_key)` of each (function name, src) program, in order (`src_keys`: one per program,
+        or None for all). When the compiler batches, the sources not in the cache are compiled together (in batches
+        of distinct function names), each cache entry then referring to its batch's library; a batch the compiler
+        rejects is compiled source by source, so the error names the source at fault."""
+        keys = list(src_keys) if src_keys is not None else [None] * len(programs)
+        if len(keys) != len(programs):
+            raise ValueError(f"compile_cached_many: {len(keys)} src_keys for {len(programs)} programs")
         if not self.batches or self.cachekey is None or (folder := _usable_cache_dir()) is None:
-            return [self.compile_cached(src) for _, src in programs]
-        libs: dict[str, bytes] = {}
+            return [self.compile_cached(src, k) for (_, src), k in zip(programs, keys)]
+        reads = _cache_reads_enabled()
+        held: dict[str, tuple[bytes, str]] = {}  # src -> its library and the entry that holds it
+        filed: set[str] = set()  # the src_keys whose entries are read or written
         todo: dict[str, str] = {}  # src -> name, the sources to compile (each once)
-        for name, src in programs:
-            if src in libs or src in todo:
-                continue
-            if _cache_reads_enabled() and (lib := self._read(folder, self.cache_key(src))) is not None:
-                libs[src] = lib
-            else:
-                todo[src] = name
+        for (name, src), k in zip(programs, keys):
+            if k is not None and reads and (found := self._read(folder, self.src_key_entry(k))) is not None:
+                held.setdefault(src, found)
+                filed.add(k)
+                todo.pop(src, None)
+            elif src not in held and src not in todo:
+                if reads and (found := self._read(folder, self.cache_key(src))) is not None:
+                    held[src] = found
+                else:
+                    todo[src] = name
+        first_key = {src: k for (_, src), k in reversed(list(zip(programs, keys))) if k is not None}
         for batch in _distinct_names(todo):
             if len(batch) == 1:
-                libs[batch[0]] = self.compile_cached(batch[0])
+                held[batch[0]] = self._compile_cached(folder, batch[0], first_key.get(batch[0]))
                 continue
             try:
                 lib = self.compile_batch(batch)
             except CompileError:
-                libs.update((src, self.compile_cached(src)) for src in batch)
+                held.update((src, self._compile_cached(folder, src, first_key.get(src))) for src in batch)
                 continue
             lib_name = f"lib-{hashlib.sha256(lib).hexdigest()}"
             files.write_entry(folder / lib_name, lib_name, lib, {"kind": "library"})
             for src in batch:
-                key = self.cache_key(src)
-                files.write_entry(folder / key, key, b"", {"kind": "reference", "library": lib_name})
-                libs[src] = lib
-        return [libs[src] for _, src in programs]
+                held[src] = (lib, lib_name)
+                if src not in first_key:  # (a keyed source's reference is filed under its key, below)
+                    key = self.cache_key(src)
+                    files.write_entry(folder / key, key, b"", {"kind": "reference", "library": lib_name})
+        for (_, src), k in zip(programs, keys):  # each key not read above refers to its source's library (unless filed
+            if k is not None and k not in filed:  # as that library's own entry)
+                filed.add(k)
+                self._refer(folder, self.src_key_entry(k), held[src][1])
+        return [held[src][0] for _, src in programs]
 
 
 def _distinct_names(todo: dict[str, str]) -> list[list[str]]:

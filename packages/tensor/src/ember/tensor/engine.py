@@ -48,7 +48,9 @@ class CompiledKernel:
     def __init__(self, device: str, spec: ProgramSpec, lib: bytes | None = None):
         self.device, self.spec = device, spec
         dev = Device[device]
-        self.program = dev.runtime(spec.name, lib if lib is not None else dev.compiler.compile_cached(spec.src))
+        if lib is None:  # (a program read back from the disk cache is rendered only if its library is not found)
+            lib = dev.compiler.compile_cached(lambda: spec.src, spec.src_key)
+        self.program = dev.runtime(spec.name, lib)
 
     def __call__(self, bufs: list[Buffer], var_vals: dict[UOp, int] | None = None, wait: bool = False) -> float | None:
         vals = tuple((var_vals or {})[v] for v in self.spec.vars)
@@ -228,22 +230,24 @@ class Engine:
         """Codegen every kernel of a schedule that is not compiled yet, here and in helper processes
         (`CODEGEN_WORKERS`; not with BEAM, which times candidates on this process's device), each source handed to the
         compile queue as soon as it is rendered: the compiles overlap the codegen of the next kernels and release the
-        GIL; identical sources compile once."""
+        GIL; identical sources compile once. A program read back from the disk cache is not rendered when its library
+        is found by its `src_key`."""
         pending = [(item.ast, item.bufs[0].device) for item in sched.items if item.ast.op is not Ops.COPY]
         pending = [key for key in dict.fromkeys(pending) if key not in self.kernels]
         pending = [key for key in pending if self._shared(*key) is None]  # (the others run a family's program)
         if len(pending) < 2:
             return
         todo: dict[tuple[UOp, str], tuple[ProgramSpec, Future[bytes]]] = {}
-        libs: dict[tuple[str, str], Future[bytes]] = {}
+        libs: dict[tuple[str, str, str], Future[bytes]] = {}  # by device and source (or the key that names it)
         lock = threading.Lock()
         queue = CompileQueue(workers=settings.usable_cores())  # (a cpuset or container quota: fewer compilers)
 
-        def rendered(key: tuple[UOp, str], spec: ProgramSpec) -> None:
+        def built(key: tuple[UOp, str], spec: ProgramSpec) -> None:
+            ident = (key[1], "key", spec.src_key) if spec.src_key is not None else (key[1], "src", spec.src)
             with lock:
-                if (ds := (key[1], spec.src)) not in libs:
-                    libs[ds] = queue.submit(key[1], spec.name, spec.src)
-                todo[key] = (spec, libs[ds])
+                if ident not in libs:
+                    libs[ident] = queue.submit(key[1], spec.name, lambda: spec.src, spec.src_key)
+                todo[key] = (spec, libs[ident])
 
         helpers = None
         work: deque[tuple[UOp, str]] = deque()
@@ -251,21 +255,21 @@ class Engine:
             searching = settings.BEAM.value > 0  # (BEAM's opts come from timing on this process's device: built here)
             for key in pending:  # programs on disk are read here: only the others are worth a helper's round trip
                 if not searching and (spec := load_program(key[0], Device[key[1]].renderer)) is not None:
-                    rendered(key, spec)
+                    built(key, spec)
                 else:
                     work.append(key)
             if len(work) >= POOL_MIN_KERNELS and not searching and (n := settings.CODEGEN_WORKERS.value) > 0:
                 if (pool := self.pools.get(n)) is None:
                     pool = self.pools[n] = CodegenPool(n)
-                helpers = pool.drain(work, lambda key: (key[0], Device[key[1]].renderer, None), rendered)
+                helpers = pool.drain(work, lambda key: (key[0], Device[key[1]].renderer, None), built)
             while True:
                 try:
                     key = work.popleft()
                 except IndexError:
                     break
-                rendered(key, codegen(key[0], key[1]))
+                built(key, codegen(key[0], key[1]))
             for key in helpers.join() if helpers is not None else ():  # what a helper could not build
-                rendered(key, codegen(key[0], key[1]))
+                built(key, codegen(key[0], key[1]))
         finally:
             work.clear()  # (after an error: the helpers stop after the kernel they are on)
             if helpers is not None:

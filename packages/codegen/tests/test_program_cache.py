@@ -1,0 +1,91 @@
+"""Programs read back from codegen's disk cache: their source is rendered on first use only, and their `src_key`
+names that source (the same program, the same key, in any process; another program or renderer, another key)."""
+
+import dataclasses
+import pickle
+import threading
+
+import pytest
+
+from ember.codegen import CRenderer, CUDARenderer, ProgramSpec, cached_program, load_program
+from ember.uops import AxisType, Ops, UOp, dtypes, files
+
+
+def elementwise_ast(n, scale):
+    out, inp = (UOp(Ops.PARAM, dtypes.float32.ptr(n), (), i) for i in range(2))
+    r = UOp.range(n, 0, AxisType.GLOBAL)
+    return UOp.sink(out.index(r).store(inp.index(r).load() * UOp.const(dtypes.float32, scale)).end(r))
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("CACHE", raising=False)
+    return tmp_path / "program"
+
+
+@pytest.fixture
+def renders(monkeypatch):
+    """The names of the programs CRenderer renders."""
+    names: list[str] = []
+    render = CRenderer.render
+    monkeypatch.setattr(CRenderer, "render", lambda self, name, uops: names.append(name) or render(self, name, uops))
+    return names
+
+
+def test_a_program_read_back_renders_only_when_its_source_is_read(renders):
+    built = cached_program(elementwise_ast(64, 0.5), CRenderer())
+    assert len(renders) == 1 and built.src_key is not None
+    loaded = [load_program(elementwise_ast(64, 0.5), CRenderer()) for _ in range(3)]
+    assert len(renders) == 1 and all(p.src_key == built.src_key for p in loaded)
+    assert loaded[0].uops == built.uops and loaded[0].global_size == built.global_size
+    assert loaded[0].src == built.src and loaded[0].src == built.src and len(renders) == 2  # once, then kept
+    assert loaded[1] == built and len(renders) == 3  # (equality compares sources: it renders)
+
+
+def test_src_keys_tell_programs_and_renderers_apart():
+    a = cached_program(elementwise_ast(64, 0.5), CRenderer())
+    b = cached_program(elementwise_ast(64, 0.25), CRenderer())
+    assert a.src_key != b.src_key and a.src_key is not None and b.src_key is not None
+    sm80 = cached_program(elementwise_ast(64, 0.5), CUDARenderer("sm_80"))
+    sm90 = cached_program(elementwise_ast(64, 0.5), CUDARenderer("sm_90"))
+    assert len({a.src_key, sm80.src_key, sm90.src_key}) == 3  # (a renderer's settings are in the program's key)
+
+
+def test_a_rebuilt_entry_with_other_contents_names_another_source(cache):
+    ast = elementwise_ast(32, 2.0)
+    built = cached_program(ast, CRenderer())
+    (entry,) = cache.iterdir()
+    payload = files.read_entry(entry, entry.name).payload
+    files.write_entry(entry, entry.name, payload.replace(b'"name":"', b'"name":"x'))  # (verified, decodes)
+    other = load_program(ast, CRenderer())
+    assert other.name == "x" + built.name and other.src_key != built.src_key
+
+
+def test_no_src_key_without_the_cache(monkeypatch):
+    monkeypatch.setenv("NOOPT", "1")
+    assert cached_program(elementwise_ast(16, 3.0), CRenderer()).src_key is None
+
+
+def test_a_lazy_program_pickles_with_its_source_and_replace_drops_its_key(renders):
+    cached_program(elementwise_ast(64, 1.5), CRenderer())
+    loaded = load_program(elementwise_ast(64, 1.5), CRenderer())
+    again = pickle.loads(pickle.dumps(loaded))  # (a codegen helper's answer)
+    assert len(renders) == 2 and again.src == loaded.src and again.src_key == loaded.src_key and len(renders) == 2
+    edited = dataclasses.replace(loaded, src=loaded.src + "\n/* edited */\n")
+    assert edited.src_key is None  # another source: never found by the old one's key
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        loaded.nope  # noqa: B018
+
+
+def test_threads_reading_a_lazy_source_all_get_it():
+    calls = []
+    spec = ProgramSpec.rendered_later(lambda: calls.append(1) or "int k(void) { return 1; }", "key", "k", (), ())
+    seen: list[str] = []
+    threads = [threading.Thread(target=lambda: seen.append(spec.src)) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert seen == ["int k(void) { return 1; }"] * 8 and 1 <= len(calls) <= 8 and spec.src_key == "key"
+    assert "_render" not in vars(spec)  # (the render function is dropped once rendered)
