@@ -17,6 +17,7 @@ from ember.schedule.assign import (  # noqa: E402
     storage,
 )
 from ember.schedule.attention import rewrite_softmax_grad_rows  # noqa: E402
+from ember.schedule.kernel_cache import cached_item  # noqa: E402
 from ember.schedule.kernel_split import ExecItem, copy_item, split_kernel  # noqa: E402
 from ember.schedule.memory import memory_plan  # noqa: E402
 from ember.schedule.multi import is_multi, pm_multi, shard_axis  # noqa: E402
@@ -85,7 +86,7 @@ def _kernel_item(u: UOp, buffers: dict[UOp, UOp]) -> ExecItem:
     if (item := _templates.get(template)) is None:
         if len(_templates) >= _TEMPLATES_MAX:
             _templates.clear()
-        item = _templates[template] = split_kernel(kernel_ast(template, out))
+        item = _templates[template] = cached_item(template, real, lambda: split_kernel(kernel_ast(template, out)))
     return ExecItem(item.ast, tuple(real[b] for b in item.bufs))
 
 

@@ -1,0 +1,90 @@
+"""Kernels of templates on disk: a later process (here: an emptied in-memory cache) reads the same ExecItems back
+instead of running rangeify; CACHE=0, another constant of the rules, or a bad entry build them again."""
+
+import pytest
+
+import ember.schedule as sched
+from ember.schedule import attention, schedule
+from ember.uops import Ops, UOp, dtypes, settings
+
+_n = iter(range(10**6))
+
+
+def buf(*shape):
+    return UOp(Ops.BUFFER, dtypes.float32, (UOp(Ops.UNIQUE, arg=next(_n)), UOp(Ops.DEVICE, arg="CPU")),
+               shape[0] * shape[1]).reshape(shape)
+
+
+def graph():
+    """A matmul with a scaled epilogue, stored, and a row max of it: a few kernels."""
+    a, b = buf(16, 32), buf(32, 8)
+    prod = a.reshape((16, 32, 1)).expand((16, 32, 8)) * b.reshape((1, 32, 8)).expand((16, 32, 8))
+    half = UOp.const(dtypes.float32, 0.5, "CPU").reshape((1, 1)).expand((16, 8))
+    mm = prod.reduce_axis(Ops.ADD, (1,)).reshape((16, 8)) * half
+    return UOp.sink(mm.contiguous(), mm.reduce_axis(Ops.MAX, (1,)))
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """An empty cache folder and in-memory cache; `builds` counts the kernels rangeify builds."""
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("CACHE", raising=False)
+    monkeypatch.setattr(sched, "_templates", {})
+    builds = []
+    kernel_ast = sched.kernel_ast
+    monkeypatch.setattr(sched, "kernel_ast", lambda *a: builds.append(a) or kernel_ast(*a))
+    return tmp_path / "schedule", builds
+
+
+def items(g):
+    sched._templates.clear()  # (a new process: only the disk remembers)
+    # each kernel's AST and its buffers' sizes (each schedule makes new buffers for what it computes)
+    return [(it.ast, tuple(b.arg for b in it.bufs)) for it in schedule(g).items]
+
+
+def test_second_process_reads_the_kernels_back(cache):
+    folder, builds = cache
+    g = graph()
+    first = items(g)
+    n = len(builds)
+    assert n == len(first) >= 2 and len(list(folder.iterdir())) == n
+    assert items(g) == first and len(builds) == n  # the same ASTs (hash-consed), not rebuilt
+    other = graph()  # the same kernels over other buffers
+    assert items(other) == first and len(builds) == n
+
+
+def test_cache_off_builds_again(cache, monkeypatch):
+    folder, builds = cache
+    g = graph()
+    first = items(g)
+    monkeypatch.setenv("CACHE", "0")
+    assert not settings.CACHE.value
+    assert items(g) == first and len(builds) == 2 * len(first)
+
+
+def test_a_constant_of_the_rules_is_in_the_key(cache, monkeypatch):
+    folder, builds = cache
+    g = graph()
+    n = len(items(g))
+    monkeypatch.setattr(attention, "ONLINE_ONE_LOOP", not attention.ONLINE_ONE_LOOP)
+    items(g)
+    assert len(builds) == 2 * n and len(list(folder.iterdir())) == 2 * n
+
+
+@pytest.mark.parametrize("damage", ["payload", "bufs"])
+def test_bad_entry_is_a_warning_and_built_again(cache, damage):
+    from ember.uops import files
+    folder, builds = cache
+    g = graph()
+    first = items(g)
+    for path in folder.iterdir():
+        entry = files.read_entry(path, path.name)
+        if damage == "payload":  # edited behind the header's back: fails verification
+            path.write_bytes(path.read_bytes()[:-10] + b"0123456789")
+        else:  # well formed, but its buffers are not the template's placeholders
+            files.write_entry(path, path.name, entry.payload.replace(b'"UNIQUE",["void",1],[],-1',
+                                                                     b'"UNIQUE",["void",1],[],-9'))
+    with pytest.warns(UserWarning, match="corrupt|unreadable"):
+        assert items(g) == first
+    assert len(builds) == 2 * len(first)
+    assert items(g) == first and len(builds) == 2 * len(first)  # rebuilt entries read back
