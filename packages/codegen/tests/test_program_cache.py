@@ -1,5 +1,6 @@
-"""Programs read back from codegen's disk cache: their source is rendered on first use only, and their `src_key`
-names that source (the same program, the same key, in any process; another program or renderer, another key)."""
+"""Programs read back from codegen's disk cache: their linear program is decoded and their source rendered on first use
+only, and their `src_key` names that source (the same program, the same key, in any process; another program or
+renderer, another key)."""
 
 import dataclasses
 import pickle
@@ -8,6 +9,7 @@ import threading
 import pytest
 
 from ember.codegen import CRenderer, CUDARenderer, ProgramSpec, cached_program, load_program
+from ember.codegen import cache as cache_mod
 from ember.uops import AxisType, Ops, UOp, dtypes, files
 
 
@@ -33,12 +35,18 @@ def renders(monkeypatch):
     return names
 
 
-def test_a_program_read_back_renders_only_when_its_source_is_read(renders):
+def test_a_program_read_back_renders_only_when_its_source_is_read(renders, monkeypatch):
     built = cached_program(elementwise_ast(64, 0.5), CRenderer())
     assert len(renders) == 1 and built.src_key is not None
+    decodes = []
+    decode = cache_mod._decode_rows
+    monkeypatch.setattr(cache_mod, "_decode_rows", lambda rows, dts: decodes.append(len(rows)) or decode(rows, dts))
     loaded = [load_program(elementwise_ast(64, 0.5), CRenderer()) for _ in range(3)]
     assert len(renders) == 1 and all(p.src_key == built.src_key for p in loaded)
-    assert loaded[0].uops == built.uops and loaded[0].global_size == built.global_size
+    assert loaded[0].global_size == built.global_size and loaded[0].bufs == built.bufs
+    assert loaded[0].vars == built.vars and loaded[0].name == built.name
+    assert all(n == 0 for n in decodes)  # (only the variables' rows: none here)
+    assert loaded[0].uops == built.uops and len(decodes) == 4 and decodes[-1] == len(built.uops)
     assert loaded[0].src == built.src and loaded[0].src == built.src and len(renders) == 2  # once, then kept
     assert loaded[1] == built and len(renders) == 3  # (equality compares sources: it renders)
 
@@ -80,7 +88,8 @@ def test_a_lazy_program_pickles_with_its_source_and_replace_drops_its_key(render
 
 def test_threads_reading_a_lazy_source_all_get_it():
     calls = []
-    spec = ProgramSpec.rendered_later(lambda: calls.append(1) or "int k(void) { return 1; }", "key", "k", (), ())
+    spec = ProgramSpec.read_later(lambda: (), lambda name, uops: calls.append(1) or f"int {name}(void) {{ return 1; }}",
+                                  "key", "k", ())
     seen: list[str] = []
     threads = [threading.Thread(target=lambda: seen.append(spec.src)) for _ in range(8)]
     for t in threads:
@@ -88,4 +97,21 @@ def test_threads_reading_a_lazy_source_all_get_it():
     for t in threads:
         t.join()
     assert seen == ["int k(void) { return 1; }"] * 8 and 1 <= len(calls) <= 8 and spec.src_key == "key"
-    assert "_render" not in vars(spec)  # (the render function is dropped once rendered)
+    assert vars(spec)["_later"] == {}  # (the functions are dropped once used)
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        spec.nope  # noqa: B018
+
+
+def test_a_malformed_linear_program_is_an_error_on_first_use(cache):
+    ast = elementwise_ast(32, 5.0)
+    built = cached_program(ast, CRenderer())
+    (entry,) = cache.iterdir()
+    head, body = files.read_entry(entry, entry.name).payload.split(b"\n")
+    for bad in (body.replace(b'"PARAM"', b'"NOPE"'), body.replace(b'[]', b'[99]', 1), b"[1, 2"):
+        files.write_entry(entry, entry.name, head + b"\n" + bad)  # (verified: as if Ember wrote it)
+        loaded = load_program(ast, CRenderer())
+        assert loaded.name == built.name
+        with pytest.raises(ValueError, match="not a program"):
+            loaded.uops  # noqa: B018
+        with pytest.raises(ValueError, match="not a program"):
+            loaded.src  # noqa: B018

@@ -6,13 +6,14 @@ atomically; the folder bounded by `EMBER_CACHE_MAX_SIZE`; a folder another user 
 hashes the kernel AST's full text, the renderer, the opts asked for, and the fingerprint of codegen itself (the hash
 of its source files), so an edited codegen never reads programs an older one wrote.
 
-A program entry is data, never code: its payload is JSON (`program_to_json`) holding the linear UOp program as a flat
-table (ops, dtypes and args by name, floats as hex) and the launch facts. The source is not stored: a program read
-back renders it again from the program, on first use of its `src`, so whatever is on disk, only source that Ember's
-renderer wrote is ever compiled. Its `src_key` (the hash of the entry's key and payload) names that source: the
-device's compile cache files the library it compiled from the source under the key too (ember.runtime.compiler), so
-a warm process finds each library without rendering. An entry that fails verification or decoding is a warning and
-is rebuilt.
+A program entry is data, never code: its payload is two lines of JSON (`program_to_json`): the launch facts, then the
+linear UOp program as a flat table (ops, dtypes and args by name, floats as hex, each dtype once). The source is not
+stored. A program read back decodes its table and renders its source again only on first use of its `uops` or `src`,
+so whatever is on disk, only source that Ember's renderer wrote is ever compiled; its `src_key` (the hash of the
+entry's key and payload) names that source: the device's compile cache files the library it compiled from the source
+under the key (ember.runtime.compiler), so a warm process finds each library with neither. An entry whose header
+fails verification or decoding is a warning and is rebuilt; a table that does not decode (which a write, checked by
+reading it back, never stores) is a ValueError on first use.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import functools
 import hashlib
 import json
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,7 @@ from ember.codegen.program import BufferArg, Estimates, Opt, OptOps, ProgramSpec
 from ember.codegen.renderer import Renderer
 from ember.uops import AddrSpace, AxisType, DType, Ops, PtrDType, UOp, dtypes, files, render, settings
 
-PROGRAM_FORMAT = 1  # the layout of a program entry's JSON; a change makes older entries miss (it is in the key)
+PROGRAM_FORMAT = 2  # the layout of a program entry's JSON; a change makes older entries miss (it is in the key)
 
 
 @functools.cache
@@ -53,6 +54,8 @@ def kernel_key(ast: UOp, *parts: object) -> str:
 
 # *** programs as JSON: only whitelisted types are ever built on load ***
 _ENUMS: dict[str, type[Enum]] = {"Ops": Ops, "AxisType": AxisType, "AddrSpace": AddrSpace, "OptOps": OptOps}
+_OPS: Mapping[str, Ops] = Ops.__members__  # (a dict lookup; `Ops[name]` is a Python call per row)
+_PLAIN = frozenset({type(None), bool, int, str})  # args stored as themselves
 
 
 def _encode_dtype(dt: DType) -> Any:
@@ -101,59 +104,91 @@ def _decode_value(x: Any) -> Any:
     raise ValueError(f"not a stored value: {str(x)[:80]}")
 
 
+def _encode_rows(roots: tuple[UOp, ...], dts: dict[DType, int]) -> tuple[list[list[Any]], list[int]]:
+    """The graphs under `roots` as rows `[op, dtype index, [source rows], arg, tag]` (sources first), and each root's
+    row; new dtypes are added to `dts`."""
+    index: dict[UOp, int] = {}
+    rows: list[list[Any]] = []
+    for root in roots:
+        for u in root.toposort(gate=lambda x: x not in index):
+            index[u] = len(rows)
+            rows.append([u.op.name, dts.setdefault(u.dtype, len(dts)), [index[s] for s in u.src],
+                         _encode_value(u.arg), _encode_value(u.tag)])
+    return rows, [index[r] for r in roots]
+
+
+def _decode_rows(rows: Any, dts: list[DType]) -> list[UOp]:
+    """The UOps of `_encode_rows`'s rows (hash-consed: a node that exists already is that node)."""
+    nodes: list[UOp] = []
+    for op, dt, src, arg, tag in rows:  # (30,000 rows in the programs of the tiny Llama's step)
+        if (src and min(src) < 0) or dt < 0:  # (an index past the rows built so far is an IndexError)
+            raise ValueError("a source or dtype index out of range")
+        nodes.append(UOp(_OPS[op], dts[dt], tuple([nodes[i] for i in src]),
+                         arg if type(arg) in _PLAIN else _decode_value(arg),
+                         None if tag is None else _decode_value(tag)))
+    return nodes
+
+
 def program_to_json(spec: ProgramSpec) -> bytes:
     """The program as JSON data (everything but the source, which the renderer rebuilds); TypeError for an arg the
-    format cannot hold."""
-    index: dict[UOp, int] = {}
-    table: list[list[Any]] = []
-    for root in (*spec.uops, *spec.vars):
-        for u in root.toposort(gate=lambda x: x not in index):
-            index[u] = len(table)
-            table.append([u.op.name, _encode_dtype(u.dtype), [index[s] for s in u.src], _encode_value(u.arg),
-                          _encode_value(u.tag)])
+    format cannot hold. Two lines: the launch facts (with the variables' own rows), then the linear program's rows,
+    which a reader decodes only when the program is read (`ProgramSpec.uops`, or its source rendered)."""
+    dts: dict[DType, int] = {}  # each dtype's index in the list of dtypes
+    table, program = _encode_rows(spec.uops, dts)
+    var_rows, variables = _encode_rows(spec.vars, dts)
     e = spec.estimates
-    doc = {"format": PROGRAM_FORMAT, "name": spec.name, "table": table, "program": [index[u] for u in spec.uops],
-           "vars": [index[u] for u in spec.vars],
-           "bufs": [[b.slot, _encode_dtype(b.dtype), b.size, b.written] for b in spec.bufs],
-           "global_size": list(spec.global_size),
-           "local_size": None if spec.local_size is None else list(spec.local_size),
-           "estimates": [e.flops, e.bytes_read, e.bytes_written],
-           "opts": [[o.op.name, o.axis, o.amount] for o in spec.applied_opts]}
-    return json.dumps(doc, separators=(",", ":"), allow_nan=False).encode()
+    head = {"format": PROGRAM_FORMAT, "name": spec.name, "var_rows": var_rows, "vars": variables,
+            "bufs": [[b.slot, dts.setdefault(b.dtype, len(dts)), b.size, b.written] for b in spec.bufs],
+            "global_size": list(spec.global_size),
+            "local_size": None if spec.local_size is None else list(spec.local_size),
+            "estimates": [e.flops, e.bytes_read, e.bytes_written],
+            "opts": [[o.op.name, o.axis, o.amount] for o in spec.applied_opts],
+            "dtypes": [_encode_dtype(dt) for dt in dts]}
+    body = {"table": table, "program": program}
+    return b"\n".join(json.dumps(x, separators=(",", ":"), allow_nan=False).encode() for x in (head, body))
 
 
 def program_from_json(data: bytes, renderer: Renderer, src_key: str | None = None) -> ProgramSpec:
-    """The ProgramSpec a `program_to_json` payload describes, its source rendered by `renderer` on first use, named by
-    `src_key`; ValueError when the payload is not such a program."""
+    """The ProgramSpec a `program_to_json` payload describes, named by `src_key`, its linear program decoded and its
+    source rendered by `renderer` on first use; ValueError when the payload is not such a program (from the first use,
+    for a malformed linear program)."""
     return _decode_program(data, renderer.render, src_key)
 
 
 def _decode_program(data: bytes, render: Callable[[str, tuple[UOp, ...]], str],
                     src_key: str | None = None) -> ProgramSpec:
     try:
-        doc = json.loads(data)
-        if doc["format"] != PROGRAM_FORMAT:
-            raise ValueError(f"format {doc['format']!r}, expected {PROGRAM_FORMAT}")
-        nodes: list[UOp] = []
-        for op, dt, src, arg, tag in doc["table"]:
-            if any(not isinstance(i, int) or not 0 <= i < len(nodes) for i in src):
-                raise ValueError("a source index out of order")
-            nodes.append(UOp(Ops[op], _decode_dtype(dt), tuple(nodes[i] for i in src), _decode_value(arg),
-                             _decode_value(tag)))
-        uops = tuple(nodes[i] for i in doc["program"])
-        name = doc["name"]
+        head_text, newline, body = data.partition(b"\n")
+        if not newline:
+            raise ValueError("no second line (the linear program)")
+        head = json.loads(head_text)
+        if head["format"] != PROGRAM_FORMAT:
+            raise ValueError(f"format {head['format']!r}, expected {PROGRAM_FORMAT}")
+        dts = [_decode_dtype(x) for x in head["dtypes"]]
+        var_nodes = _decode_rows(head["var_rows"], dts)
+        name = head["name"]
         if not isinstance(name, str):
             raise ValueError("the name is not a string")
-        bufs = tuple(BufferArg(int(slot), _decode_dtype(dt), int(size), bool(written))
-                     for slot, dt, size, written in doc["bufs"])
-        local = doc["local_size"]
-        return ProgramSpec.rendered_later(
-            functools.partial(render, name, uops), src_key, name, uops, bufs, vars=tuple(nodes[i] for i in doc["vars"]),
-            global_size=tuple(int(x) for x in doc["global_size"]),
+        bufs = tuple(BufferArg(int(slot), dts[dt], int(size), bool(written))
+                     for slot, dt, size, written in head["bufs"])
+        local = head["local_size"]
+        return ProgramSpec.read_later(
+            functools.partial(_decode_linear, body, dts), render, src_key, name, bufs,
+            vars=tuple(var_nodes[i] for i in head["vars"]), global_size=tuple(int(x) for x in head["global_size"]),
             local_size=None if local is None else tuple(int(x) for x in local),
-            estimates=Estimates(*(int(x) for x in doc["estimates"])),
-            applied_opts=tuple(Opt(OptOps[op], int(axis), int(amount)) for op, axis, amount in doc["opts"]))
+            estimates=Estimates(*(int(x) for x in head["estimates"])),
+            applied_opts=tuple(Opt(OptOps[op], int(axis), int(amount)) for op, axis, amount in head["opts"]))
     except Exception as e:  # noqa: BLE001 - whatever the data makes our constructors raise: not a program
+        raise ValueError(f"not a program ({type(e).__name__}: {e})") from None
+
+
+def _decode_linear(body: bytes, dts: list[DType]) -> tuple[UOp, ...]:
+    """The linear program of a program entry's second line."""
+    try:
+        doc = json.loads(body)
+        nodes = _decode_rows(doc["table"], dts)
+        return tuple(nodes[i] for i in doc["program"])
+    except Exception as e:  # noqa: BLE001 - as _decode_program
         raise ValueError(f"not a program ({type(e).__name__}: {e})") from None
 
 

@@ -1,7 +1,8 @@
 """What codegen hands to a device: `ProgramSpec`, a rendered kernel with its linear UOp program and launch facts.
 
-A program read back from codegen's disk cache renders its source on first use of `src` (`ProgramSpec.rendered_later`)
-and names it by `src_key`: the device's compile cache finds the library compiled from it by that key, without it.
+A program read back from codegen's disk cache decodes its linear program and renders its source on first use of `uops`
+or `src` (`ProgramSpec.read_later`), and names the source by `src_key`: the device's compile cache finds the library
+compiled from it by that key, without either.
 
 The linear program (`ProgramSpec.uops`) is a flat tuple of UOps, executed top to bottom:
 - `PARAM` (dtype `dt.ptr(size)`, arg = slot): buffer argument `slot`. `DEFINE_VAR` (arg = (name, lo, hi)): an int
@@ -97,13 +98,17 @@ class ProgramSpec:
         return tuple(b.slot for b in self.bufs if b.written)
 
     @classmethod
-    def rendered_later(cls, render: Callable[[], str], src_key: str | None, name: str, uops: tuple[UOp, ...],
-                       bufs: tuple[BufferArg, ...], **fields: Any) -> ProgramSpec:
-        """The program whose `src` is `render()`, called on the first read of `src` (a program whose library is found
-        by `src_key` is never rendered). Reads from several threads may render it more than once: the same text."""
-        spec = cls(name, "", uops, bufs, **fields)
-        object.__delattr__(spec, "src")  # (until rendered, a read of src reaches __getattr__)
-        object.__setattr__(spec, "_render", render)
+    def read_later(cls, uops: Callable[[], tuple[UOp, ...]], render: Callable[[str, tuple[UOp, ...]], str],
+                   src_key: str | None, name: str, bufs: tuple[BufferArg, ...], **fields: Any) -> ProgramSpec:
+        """The program whose `uops` are `uops()` and whose `src` is `render(name, uops)`, each made on its first read
+        (a program whose library is found by `src_key` needs neither). Reads from several threads may make one more
+        than once: equal values."""
+        spec = cls(name, "", (), bufs, **fields)
+        later: dict[str, Callable[[ProgramSpec], Any]] = {"uops": lambda _: uops(),
+                                                          "src": lambda spec: render(spec.name, spec.uops)}
+        for attr in later:
+            object.__delattr__(spec, attr)  # (until made, a read reaches __getattr__)
+        object.__setattr__(spec, "_later", later)
         object.__setattr__(spec, "src_key", src_key)
         return spec
 
@@ -114,16 +119,16 @@ class ProgramSpec:
         return spec
 
     if not TYPE_CHECKING:  # (hidden from type checkers, which would then accept any attribute name)
-        def __getattr__(self, attr: str) -> str:
-            # reached only for an attribute the instance lacks: the source of a `rendered_later` program, unrendered
-            if attr == "src":
-                if (render := self.__dict__.get("_render")) is not None:
-                    object.__setattr__(self, "src", render())
-                    self.__dict__.pop("_render", None)
-                if "src" in self.__dict__:  # (rendered meanwhile by another thread)
-                    return self.__dict__["src"]
-            raise AttributeError(f"{type(self).__name__!r} object has no attribute {attr!r}")
+        def __getattr__(self, attr: str) -> Any:
+            # reached only for an attribute the instance lacks: a field of a `read_later` program not made yet
+            later = self.__dict__.get("_later", {})
+            if (make := later.get(attr)) is not None:
+                object.__setattr__(self, attr, make(self))
+                later.pop(attr, None)
+            if attr not in self.__dict__:
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute {attr!r}")
+            return self.__dict__[attr]  # (made here, or meanwhile by another thread)
 
     def __getstate__(self) -> dict[str, Any]:
-        # a pickle (a codegen helper's answer) holds the source: a render function need not pickle
-        return {**{k: v for k, v in self.__dict__.items() if k != "_render"}, "src": self.src}
+        # a pickle (a codegen helper's answer) holds the program and its source: the functions need not pickle
+        return {**{k: v for k, v in self.__dict__.items() if k != "_later"}, "uops": self.uops, "src": self.src}
