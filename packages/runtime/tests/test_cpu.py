@@ -295,3 +295,28 @@ def test_fresh_blocks_of_a_mib_or_more_are_faulted_in_the_background(monkeypatch
     finally:
         alloc._free(small, small.nbytes, None)
         alloc._free(big, big.nbytes, None)
+
+
+def test_float16_round_trips_survive_the_c_compiler():
+    # a float16 value kept as float must be rounded where the kernel casts it: gcc 12's vectorizer dropped
+    # (float)(_Float16)x on AVX512-FP16 CPUs (the compiler then gets -mno-avx512fp16); the elements are x[:i+1] summed
+    body = "".join(f"  acc += (float)((_Float16)x[{i}]);\n  out[{i}] = (float)((_Float16)(acc{' + 0.0f' * (8 - i)}));\n"
+                   for i in range(8))  # (a cumsum's unrolled kernel: straight-line code that the SLP vectorizes)
+    src = f"void round_trips(float* restrict out, const float* restrict x) {{\n  float acc = 0.0f;\n{body}}}\n"
+    lib = CPUCompiler().compile(src)
+    prg = Device["CPU"].runtime("round_trips", lib)
+    x = np.random.default_rng(0).random(8).astype(np.float32)
+    out, inp = Buffer("CPU", 8, dtypes.float32), Buffer("CPU", 8, dtypes.float32)
+    inp.copyin(memoryview(x))
+    prg(out, inp, global_size=(1, 1, 1), wait=True)
+    got = np.frombuffer(out.copyout(memoryview(bytearray(32))), np.float32)
+    want = np.cumsum(x.astype(np.float16).astype(np.float32)).astype(np.float16).astype(np.float32)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_avx512_fp16_hosts_compile_without_native_half(monkeypatch):
+    from ember.runtime import cpu
+    monkeypatch.setattr(cpu, "_cpuinfo", lambda: {"flags": "fpu sse2 avx512f avx512_fp16"})
+    assert "-mno-avx512fp16" in CPUCompiler().flags
+    monkeypatch.setattr(cpu, "_cpuinfo", lambda: {"flags": "fpu sse2 avx512f f16c"})
+    assert "-mno-avx512fp16" not in CPUCompiler().flags
