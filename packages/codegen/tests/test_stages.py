@@ -97,3 +97,20 @@ def test_nested_reduce_found_in_one_walk():
     parts = [UOp(Ops.REDUCE, dtypes.float32, (param(1, 8 * 32).index(r0 * 32 + r1 * 2 + i).load(), r1), Ops.ADD)
              for i in range(2)]
     assert not _has_nested_reduce(UOp.sink(param(0, 8).index(r0).store(parts[0] + parts[1]).end(r0)))
+
+
+def test_the_copies_of_an_upcast_address_share_one_base(run_c, rng):
+    # out[i, j] = a[j, i], j split 4 x 8 and upcast by 8: the copies read a[(jo*8 + u)*64 + i] for u = 0..7, which
+    # lowering writes as one base (jo*512 + i) plus u*64, not a product per copy
+    r0, r1 = UOp.range(64, 0, AxisType.GLOBAL), UOp.range(32, 1, AxisType.GLOBAL)
+    val = param(1, 32 * 64).index(r1 * 64 + r0).load()
+    ast = UOp.sink(param(0, 64 * 32).index(r0 * 32 + r1).store(val).end(r0, r1))
+    prg = to_program(ast, CRenderer(), [Opt(OptOps.UPCAST, 1, 8)])
+    idxs = [u.src[1] for u in prg.uops if u.op is Ops.INDEX and u.src[0].arg == 1]
+    bases = {i.src[0] if i.op is Ops.ADD and i.src[1].op is Ops.CONST else i for i in idxs}
+    assert len(idxs) == 8 and len(bases) == 1
+    offsets = sorted(i.src[1].arg for i in idxs if i.op is Ops.ADD and i.src[1].op is Ops.CONST)
+    assert offsets == [64 * u for u in range(1, 8)]
+    a = rng.standard_normal((32, 64), dtype=np.float32)
+    (out, *_) = run_c(prg, np.zeros((64, 32), np.float32), a)
+    np.testing.assert_array_equal(out, a.T)
