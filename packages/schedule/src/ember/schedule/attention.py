@@ -231,12 +231,18 @@ def _pairs_with_output(dp: UOp, graph: ProductReduces) -> bool:
 
 
 def _tensor_factors(u: UOp) -> list[UOp]:
-    """The factors of product u (a negation: a factor -1)."""
+    """The factors of product u (a negation: a factor -1; where(c, 0, x): x and where(c, 0, 1), as x is finite)."""
     if u.op is Ops.MUL:
         return [f for s in u.src for f in _tensor_factors(s)]
     if u.op is Ops.NEG:
         return [*_tensor_factors(u.src[0]), UOp.const(u.dtype, -1.0)]
+    if u.op is Ops.WHERE and u.shape and (zero := _below_views(u.src[1])).op is Ops.CONST and zero.arg == 0.0:
+        return [*_tensor_factors(u.src[2]), u.src[0].where(_filled(u, 0.0), _filled(u, 1.0))]
     return [u]
+
+
+def _filled(u: UOp, value: float) -> UOp:
+    return UOp.const(u.dtype, value, u.device).reshape((1,) * len(u.shape)).expand(u.shape)
 
 
 def _at_row(u: UOp, axis: int) -> UOp:
