@@ -84,19 +84,23 @@ def to_table(roots: Sequence[UOp], enums: Mapping[str, type[Enum]] = ENUMS) -> t
     return rows, [index[r] for r in roots]
 
 
+_PLAIN = (type(None), bool, int, str)
+
+
 def from_table(rows: Any, enums: Mapping[str, type[Enum]] = ENUMS) -> list[UOp]:
     """The UOps of a `to_table` table, one per row (hash-consed: a node that exists already is that node);
     ValueError when `rows` is not such a table."""
     try:
         nodes: list[UOp] = []
-        dts: dict[str, DType] = {}  # (a table repeats a few dtypes many times)
+        dts: dict[Any, DType] = {}  # (a table repeats a few dtypes many times)
         for op, dt, src, arg, tag in rows:
-            if any(type(i) is not int or not 0 <= i < len(nodes) for i in src):
+            if src and (min(src) < 0 or max(src) >= len(nodes)):  # (a non-int index fails the lookup below)
                 raise ValueError("a source index out of order")
-            if (dtype := dts.get(key := repr(dt))) is None:
+            if (dtype := dts.get(key := (dt[0], dt[1]) if type(dt) is list and len(dt) == 2 else repr(dt))) is None:
                 dtype = dts[key] = decode_dtype(dt)
-            nodes.append(UOp(Ops[op], dtype, tuple(nodes[i] for i in src), decode_value(arg, enums),
-                             decode_value(tag, enums)))
+            nodes.append(UOp(Ops[op], dtype, tuple([nodes[i] for i in src]),
+                             arg if type(arg) in _PLAIN else decode_value(arg, enums),
+                             tag if type(tag) in _PLAIN else decode_value(tag, enums)))
         return nodes
     except Exception as e:  # noqa: BLE001 - whatever malformed data makes our constructors raise: not a table
         raise ValueError(f"not a UOp table ({type(e).__name__}: {e})") from None
