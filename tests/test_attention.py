@@ -227,6 +227,29 @@ def test_training_numerics_vs_pytorch_long(fn, t, d):
         np.testing.assert_allclose(a.numpy(), b.grad.numpy(), rtol=1e-4, atol=5e-5, err_msg=f"d{name}")
 
 
+def test_jitted_training_step_vs_pytorch():
+    """A jitted step returning out and dq, dk, dv (the jit assigns them to its output buffers: the row term reads o
+    back from the assigned buffer, not from a second copy): every call (eager, capture, replays) gives PyTorch's
+    values (rtol 1e-4, atol 5e-5)."""
+    from ember.tensor import jit
+
+    t, d = 300, 16
+
+    @jit
+    def step(q, k, v, up):
+        out = sdpa(q, k, v, causal=True)
+        return [out, *(out * up).sum().gradient(q, k, v)]
+
+    for call in range(4):
+        q, k, v, up = arr(1, 2, t, d), arr(1, 2, t, d), arr(1, 2, t, d), arr(1, 2, t, d)
+        got = step(*(Tensor(a, requires_grad=i < 3) for i, a in enumerate((q, k, v, up))))
+        theirs = [torch.tensor(a, requires_grad=True) for a in (q, k, v)]
+        ref = F.scaled_dot_product_attention(*theirs, is_causal=True)
+        (ref * torch.tensor(up)).sum().backward()
+        for name, a, b in zip(["out", "dq", "dk", "dv"], got, [ref.detach(), *(x.grad for x in theirs)]):
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=5e-5, err_msg=f"{name}, call {call}")
+
+
 def test_weights_read_by_the_loss_keep_the_row_term():
     """The attention weights p also in the loss (sum(o * up) + sum(p * z)): p's gradient is dP + z, whose row term
     sum((dP + z) * p) is not sum(dO * o); it stays a reduce over the keys (7 kernels recompute scores) and the

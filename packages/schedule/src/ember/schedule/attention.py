@@ -344,15 +344,16 @@ def _row_broadcast(u: UOp, axis: int, row_shape: tuple[int, ...], shape: tuple[i
 
 def _stored_view(o: UOp, users: dict[UOp, list[UOp]], outputs: set[UOp]) -> UOp | None:
     """o read back from the node that stores it, when o's one reader is a chain of reshapes and permutes (each the
-    one reader of the last) up to an output or a CONTIGUOUS: attention's output as a model transposes it for the
-    output projection."""
+    one reader of the last) up to an output, a CONTIGUOUS or the value of an ASSIGN: attention's output as a model
+    transposes it for the output projection, or as a jitted step assigns it to its output buffer."""
     chain: list[UOp] = []
     x = o
-    while x not in outputs and x.op is not Ops.CONTIGUOUS and len(users.get(x, [])) == 1 and \
-            users[x][0].op in (Ops.RESHAPE, Ops.PERMUTE, Ops.CONTIGUOUS):
-        x = users[x][0]
+    while x not in outputs and x.op not in (Ops.CONTIGUOUS, Ops.ASSIGN) and len(users.get(x, [])) == 1 and \
+            ((u := users[x][0]).op in (Ops.RESHAPE, Ops.PERMUTE, Ops.CONTIGUOUS) or
+             (u.op is Ops.ASSIGN and u.src[1] is x)):
+        x = u
         chain.append(x)
-    if not chain or not (x in outputs or x.op is Ops.CONTIGUOUS):
+    if not chain or not (x in outputs or x.op in (Ops.CONTIGUOUS, Ops.ASSIGN)):
         return None
     for u in reversed(chain):
         if u.op is Ops.PERMUTE:
