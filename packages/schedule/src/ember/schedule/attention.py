@@ -236,7 +236,8 @@ def _tensor_factors(u: UOp) -> list[UOp]:
         return [f for s in u.src for f in _tensor_factors(s)]
     if u.op is Ops.NEG:
         return [*_tensor_factors(u.src[0]), UOp.const(u.dtype, -1.0)]
-    if u.op is Ops.WHERE and u.shape and (zero := _below_views(u.src[1])).op is Ops.CONST and zero.arg == 0.0:
+    if u.op is Ops.WHERE and dtypes.is_float(u.dtype) and u.shape and (zero := _below_views(u.src[1])).op is Ops.CONST \
+            and zero.arg == 0.0:
         return [*_tensor_factors(u.src[2]), u.src[0].where(_filled(u, 0.0), _filled(u, 1.0))]
     return [u]
 
@@ -273,7 +274,8 @@ def softmax_grad_rows(red: UOp, graph: ProductReduces) -> UOp | None:
     the gradient of o = p @ v (the reduce over c of dO[i, c] * V[i, j, c], V the operand o's reduce multiplies p by)
     and y is free of j: the softmax backward's row term, read from the output instead of the scores (an O(T head_dim)
     reduce in place of an O(T^2 head_dim) one)."""
-    if len(red.arg[1]) != 1 or red.src[0].shape is None or not all(isinstance(n, int) for n in red.src[0].shape):
+    if len(red.arg[1]) != 1 or not dtypes.is_float(red.dtype) or red.src[0].shape is None or \
+            not all(isinstance(n, int) for n in red.src[0].shape):
         return None
     (axis,) = red.arg[1]
     factors = _tensor_factors(red.src[0])
