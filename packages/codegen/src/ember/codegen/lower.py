@@ -70,8 +70,9 @@ class ReduceContext:
             depth[red] = depth[red.src[0]] + 1  # (its other sources are ranges)
         groups: dict[tuple[int, tuple[UOp, ...]], list[UOp]] = {}
         online: dict[tuple[UOp, ...], list[UOp]] = {}  # the reduces of an online softmax, by their ranges
+        maxes = any(r.arg is Ops.MAX for r in reduces)  # (no max, no online softmax: no walk of each sum's value)
         for red in reduces:
-            if len(red.src) > 1 and (ms := online_maxes(red)):
+            if maxes and len(red.src) > 1 and (ms := online_maxes(red)):
                 key = tuple(sorted(red.src[1:], key=range_order))
                 members = online.setdefault(key, [])
                 members.extend(m for m in (*ms, red) if m not in members)

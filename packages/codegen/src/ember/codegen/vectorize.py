@@ -201,11 +201,11 @@ def _lanes_of(dt: DType, vector_bytes: int) -> int:
     return max(vector_bytes // dt.itemsize, 1)
 
 
-def _has_nested_reduce(ast: UOp) -> bool:
+def _has_nested_reduce(ast: UOp, nodes: list[UOp] | None = None) -> bool:
     """Whether a REDUCE's value reads another REDUCE, in one walk (a toposort per reduce was quadratic in the
-    hundreds of partial-sum reduces of an upcast matmul)."""
+    hundreds of partial-sum reduces of an upcast matmul); `nodes`: ast's toposort, where the caller has it."""
     below: dict[UOp, bool] = {}  # u -> a REDUCE is u or under it
-    for u in ast.toposort():  # sources first
+    for u in ast.toposort() if nodes is None else nodes:  # sources first
         if u.op is Ops.REDUCE and below[u.src[0]]:
             return True
         below[u] = u.op is Ops.REDUCE or any(below[x] for x in u.src)
@@ -218,7 +218,6 @@ def vectorize(ast: UOp, renderer: Renderer) -> UOp:
     if (vector_bytes := renderer.vector_bytes) <= 0:
         return ast
     slp = _SLP(renderer)
-    nested = _has_nested_reduce(ast)
 
     def worth(v: UOp) -> bool:
         return v.op is not Ops.VECTORIZE
@@ -277,6 +276,7 @@ def vectorize(ast: UOp, renderer: Renderer) -> UOp:
     # seeds bottom-up: the partial-sum reduces first (their vectors run along the reduce axis), then the stores
     mapping: dict[UOp, UOp] = {}
     nodes = ast.toposort()  # (walked again only after a phase changed the graph: it is the whole expanded kernel)
+    nested = _has_nested_reduce(ast, nodes)
     for u in nodes:
         if u.op is Ops.REDUCE and u.src[0].op is Ops.NOOP and u.src[0].dtype != dtypes.void:
             if (h := horizontal(u)) is not None:
