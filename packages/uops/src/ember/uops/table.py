@@ -71,20 +71,25 @@ def decode_value(x: Any, enums: Mapping[str, type[Enum]] = ENUMS) -> Any:
     raise ValueError(f"not a stored value: {str(x)[:80]}")
 
 
+_PLAIN = (type(None), bool, int, str)  # (stored as they are)
+
+
 def to_table(roots: Sequence[UOp], enums: Mapping[str, type[Enum]] = ENUMS) -> tuple[list[list[Any]], list[int]]:
     """The graphs under `roots` as one table (shared nodes once, in toposort order, so equal graphs give equal
     tables), and the row of each root. TypeError when an arg or tag cannot be stored."""
     index: dict[UOp, int] = {}
     rows: list[list[Any]] = []
+    dts: dict[DType, Any] = {}  # (dtypes are interned: each spelled once)
     for root in roots:
-        for u in root.toposort(gate=lambda x: x not in index):
+        for u in root.toposort(gate=lambda x: x not in index) if index else root.toposort():
             index[u] = len(rows)
-            rows.append([u.op.name, encode_dtype(u.dtype), [index[s] for s in u.src], encode_value(u.arg, enums),
-                         encode_value(u.tag, enums)])
+            if (dt := dts.get(u.dtype)) is None:
+                dt = dts[u.dtype] = encode_dtype(u.dtype)
+            arg, tag = u.arg, u.tag
+            rows.append([u.op.name, dt, [index[s] for s in u.src],
+                         arg if type(arg) in _PLAIN else encode_value(arg, enums),
+                         tag if type(tag) in _PLAIN else encode_value(tag, enums)])
     return rows, [index[r] for r in roots]
-
-
-_PLAIN = (type(None), bool, int, str)
 
 
 def from_table(rows: Any, enums: Mapping[str, type[Enum]] = ENUMS) -> list[UOp]:
