@@ -324,6 +324,7 @@ pm_sort_ends = PatternMatcher([
           allow_any_len=True, name="e"), sort_end_ranges),
 ])
 
+
 def distribute_const_mul(x: UOp, c1: UOp, c2: UOp) -> UOp | None:
     return None if x.op is Ops.CONST else x * c2.arg + c1.arg * c2.arg
 
@@ -332,15 +333,21 @@ def const_out_of_sum(x: UOp, c: UOp, y: UOp) -> UOp | None:
     return None if y.op is Ops.CONST else (x + y) + c.arg
 
 
+def _index_op(op: Ops, a: UPat, b: UPat) -> UPat:  # (index math only: the float math around it is never tried)
+    return UPat(op, dtypes.index, [a, b])
+
+
 # the copies of an upcast address differ in a constant inside a product, ((r*32 + 1)*256 + i, (r*32 + 2)*256 + i, ...):
 # with the constants outside, they share one base (r*8192 + i) + 256*k, and the C compiler sees one pointer and its
 # offsets, not a base per copy (the tiny Llama's step: a fifth less compile time; its kernels as fast)
 _iv = UPat.var("x", dtype=dtypes.index)
 pm_index_terms = PatternMatcher([
-    ((_iv + UPat.cvar("c1")) * UPat.cvar("c2"), distribute_const_mul),
-    ((_iv + UPat.cvar("c")) + UPat.var("y"), const_out_of_sum),
-    ((_iv + UPat.cvar("c1")) + UPat.cvar("c2"), lambda x, c1, c2: x + (c1.arg + c2.arg)),
-    ((_iv * UPat.cvar("c1")) * UPat.cvar("c2"), lambda x, c1, c2: x * (c1.arg * c2.arg)),
+    (_index_op(Ops.MUL, _index_op(Ops.ADD, _iv, UPat.cvar("c1")), UPat.cvar("c2")), distribute_const_mul),
+    (_index_op(Ops.ADD, _index_op(Ops.ADD, _iv, UPat.cvar("c")), UPat.var("y")), const_out_of_sum),
+    (_index_op(Ops.ADD, _index_op(Ops.ADD, _iv, UPat.cvar("c1")), UPat.cvar("c2")),
+     lambda x, c1, c2: x + (c1.arg + c2.arg)),
+    (_index_op(Ops.MUL, _index_op(Ops.MUL, _iv, UPat.cvar("c1")), UPat.cvar("c2")),
+     lambda x, c1, c2: x * (c1.arg * c2.arg)),
 ])
 
 
