@@ -115,3 +115,12 @@ def test_a_malformed_linear_program_is_an_error_on_first_use(cache):
             loaded.uops  # noqa: B018
         with pytest.raises(ValueError, match="not a program"):
             loaded.src  # noqa: B018
+
+
+def test_program_entries_are_not_fsynced(monkeypatch, cache):
+    import os
+
+    synced = []
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd))
+    cached_program(elementwise_ast(8, 7.0), CRenderer())
+    assert synced == [] and len(list(cache.iterdir())) == 1  # (verified when read: a torn entry is rebuilt)

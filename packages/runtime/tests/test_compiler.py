@@ -307,3 +307,14 @@ def test_cache_0_reads_no_key(monkeypatch):
     monkeypatch.setenv("CACHE", "0")
     assert comp.cached_library("prog") is None
     assert comp.compile_cached(Renders("abc"), "prog") == b"cba" and comp.runs == 2
+
+
+def test_entries_are_not_fsynced(monkeypatch):
+    # a cache entry is verified when read: one a crash tore is rebuilt, so no write waits for the disk (~7 ms each)
+    synced = []
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd))
+    comp = BatchingEcho()
+    comp.compile_cached("abc")
+    comp.compile_cached("abd", "prog")
+    comp.compile_cached_many([("f", "s1"), ("g", "s2")], src_keys=["k1", None])
+    assert synced == [] and comp.cached_library("k1") == b"2s|1s"

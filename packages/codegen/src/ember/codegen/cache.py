@@ -257,5 +257,5 @@ def cached_program(ast: UOp, renderer: Renderer, opts: list[Opt] | None = None) 
             return spec
     except (TypeError, ValueError, RecursionError):  # an arg the format cannot hold: built again each time
         return spec
-    files.write_entry(where[0], where[1], data, {"kind": "program"})
+    files.write_entry(where[0], where[1], data, {"kind": "program"}, durable=False)  # (verified when read)
     return spec.with_src_key(_src_key(where[1], data))

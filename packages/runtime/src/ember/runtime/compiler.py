@@ -2,7 +2,8 @@
 
 Cache entries live in `$EMBER_CACHE_DIR/compile/` (default `~/.cache/ember/compile/`), one file per key (the hash of
 the compiler's cachekey, its flags and the source), each an `ember.uops.files` entry: data that cannot execute on
-load, holding its key and its payload's sha256, written atomically, the folder bounded by `EMBER_CACHE_MAX_SIZE`.
+load, holding its key and its payload's sha256, written atomically but not fsynced (a write a crash tore fails
+verification and is rebuilt), the folder bounded by `EMBER_CACHE_MAX_SIZE`.
 The entry's meta says what the payload is: `{"kind": "library"}` the compiled bytes, `{"kind": "reference",
 "library": <entry>}` a pointer to the entry holding the library (`lib-<sha256>`: the library a batch compiled the
 source into). A caller that names its source by a `src_key` (codegen's `ProgramSpec.src_key`: one key, one source,
@@ -129,13 +130,13 @@ class Compiler:
             return found
         lib = self.compile(text)
         entry = key if keyed is None else keyed
-        files.write_entry(folder / entry, entry, lib, {"kind": "library"})
+        files.write_entry(folder / entry, entry, lib, {"kind": "library"}, durable=False)
         return lib, entry
 
     def _refer(self, folder: Path, name: str, target: str) -> None:
         """File the entry `name` as a reference to the library in the entry `target`."""
         if name != target:
-            files.write_entry(folder / name, name, b"", {"kind": "reference", "library": target})
+            files.write_entry(folder / name, name, b"", {"kind": "reference", "library": target}, durable=False)
 
     def _read(self, folder: Path, key: str, follow: bool = True) -> tuple[bytes, str] | None:
         """The library of the entry `key` (through its reference) and the name of the entry that holds it; None if
@@ -199,12 +200,12 @@ class Compiler:
                 held.update((src, self._compile_cached(folder, src, first_key.get(src))) for src in batch)
                 continue
             lib_name = f"lib-{hashlib.sha256(lib).hexdigest()}"
-            files.write_entry(folder / lib_name, lib_name, lib, {"kind": "library"})
+            files.write_entry(folder / lib_name, lib_name, lib, {"kind": "library"}, durable=False)
             for src in batch:
                 held[src] = (lib, lib_name)
                 if src not in first_key:  # (a keyed source's reference is filed under its key, below)
                     key = self.cache_key(src)
-                    files.write_entry(folder / key, key, b"", {"kind": "reference", "library": lib_name})
+                    files.write_entry(folder / key, key, b"", {"kind": "reference", "library": lib_name}, durable=False)
         for (_, src), k in zip(programs, keys):  # each key not read above refers to its source's library (unless filed
             if k is not None and k not in filed:  # as that library's own entry)
                 filed.add(k)
