@@ -9,14 +9,14 @@ masked part of every reduce over it is not visited.
     value = graph_rewrite(value, pm_online_softmax)         # ... and p @ v's sums joined to the row max's loop
 
 1. A short reduce with a big output, q @ k^T (head_dim terms per element, T x T elements), whose every reader reduces
-   over it (softmax's row max and row sum, p @ v; in the backward dv = p^T dO, the rows of dS, dq = dS k and
-   dk = dS^T q, and likewise dO @ v^T) is not realized: each reader's kernel recomputes it inside its own loop, a
-   reduce over head_dim nested in the reduce over keys (or queries). What stays are O(T) row statistics and the
-   outputs, so memory grows linearly with the sequence; the price is the head_dim-long dot product recomputed by
-   each reader, which the codegen heuristic keeps to once per (query, key) pair by holding the output row (head_dim
-   values) in registers (causal attention: forward 3 kernels, backward 3 with scores; 8 head_dim-long dot products
-   per (query, key) pair in all, where flash attention does 3, against T x T memory traffic). Only from T >= 16
-   head_dim on (RECOMPUTE_MIN_BLOWUP): the tiny Llama at seq 256 keeps its stored scores.
+   over it (softmax's row max and row sum, p @ v; in the backward dv = p^T dO, dq = dS k, dk = dS^T q, the rows of
+   dS where 4. below does not apply, and likewise dO @ v^T) is not realized: each reader's kernel recomputes it
+   inside its own loop, a reduce over head_dim nested in the reduce over keys (or queries). What stays are O(T) row
+   statistics and the outputs, so memory grows linearly with the sequence; the price is the head_dim-long dot product
+   recomputed by each reader, which the codegen heuristic keeps to once per (query, key) pair by holding the output
+   row (head_dim values) in registers (causal attention: forward 3 kernels, backward 3 with scores; 8 head_dim-long
+   dot products per (query, key) pair in all, where flash attention does 3, against T x T memory traffic). Only from
+   T >= 16 head_dim on (RECOMPUTE_MIN_BLOWUP): the tiny Llama at seq 256 keeps its stored scores.
 2. A reduce over r of a value that is the reduce's identity wherever a mask on r is false (where(j <= i, s, -inf)
    under a max, exp of it under a sum, the zeros its gradient leaves) runs over the unmasked interval only: the range
    gets a size that depends on the outer ranges, `for (j = 0; j < i + 1; j++)` (a start bound: backwards from the
