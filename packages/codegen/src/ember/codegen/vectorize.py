@@ -204,11 +204,14 @@ def _lanes_of(dt: DType, vector_bytes: int) -> int:
 def _has_nested_reduce(ast: UOp, nodes: list[UOp] | None = None) -> bool:
     """Whether a REDUCE's value reads another REDUCE, in one walk (a toposort per reduce was quadratic in the
     hundreds of partial-sum reduces of an upcast matmul); `nodes`: ast's toposort, where the caller has it."""
-    below: dict[UOp, bool] = {}  # u -> a REDUCE is u or under it
+    above: set[UOp] = set()  # the nodes that are a REDUCE or read one
     for u in ast.toposort() if nodes is None else nodes:  # sources first
-        if u.op is Ops.REDUCE and below[u.src[0]]:
-            return True
-        below[u] = u.op is Ops.REDUCE or any(below[x] for x in u.src)
+        if u.op is Ops.REDUCE:
+            if u.src[0] in above:
+                return True
+            above.add(u)
+        elif not above.isdisjoint(u.src):  # (in C: this loop runs over every node of the expanded kernel)
+            above.add(u)
     return False
 
 
