@@ -39,8 +39,8 @@ def test_a_program_read_back_renders_only_when_its_source_is_read(renders, monke
     built = cached_program(elementwise_ast(64, 0.5), CRenderer())
     assert len(renders) == 1 and built.src_key is not None
     decodes = []
-    decode = cache_mod._decode_rows
-    monkeypatch.setattr(cache_mod, "_decode_rows", lambda rows, dts: decodes.append(len(rows)) or decode(rows, dts))
+    decode = cache_mod.from_table
+    monkeypatch.setattr(cache_mod, "from_table", lambda rows, *a: decodes.append(len(rows)) or decode(rows, *a))
     loaded = [load_program(elementwise_ast(64, 0.5), CRenderer()) for _ in range(3)]
     assert len(renders) == 1 and all(p.src_key == built.src_key for p in loaded)
     assert loaded[0].global_size == built.global_size and loaded[0].bufs == built.bufs
@@ -124,3 +124,47 @@ def test_program_entries_are_not_fsynced(monkeypatch, cache):
     monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd))
     cached_program(elementwise_ast(8, 7.0), CRenderer())
     assert synced == [] and len(list(cache.iterdir())) == 1  # (verified when read: a torn entry is rebuilt)
+
+
+FILL = r"""
+import dataclasses, sys
+from pathlib import Path
+from ember.codegen import CRenderer, to_program
+from ember.codegen.cache import program_to_json
+from ember.uops import AxisType, Ops, UOp, dtypes
+out, inp = UOp(Ops.PARAM, dtypes.float32.ptr(1), (), 0), UOp(Ops.PARAM, dtypes.float32.ptr(64), (), 1)
+r = UOp.range(64, 0, AxisType.REDUCE)
+ast = UOp.sink(out.index(UOp.const(dtypes.int32, 0)).store(
+    UOp(Ops.REDUCE, dtypes.float32, (inp.index(r).load(), r), Ops.MAX)))
+spec = to_program(ast, CRenderer())
+# args that are enums, as a renderer may meet (no lowering leaves an Ops arg in today's C programs): a reduce's op, an
+# ALU's op in a tuple, a range's AxisType
+x = next(u for u in spec.uops if u.op is Ops.LOAD)
+extra = (UOp(Ops.REDUCE, x.dtype, (x,), Ops.ADD), UOp(Ops.NOOP, x.dtype, (x,), (Ops.MAX, AxisType.LOOP, 1)))
+Path(sys.argv[1]).write_bytes(program_to_json(dataclasses.replace(spec, uops=spec.uops + extra)))
+"""
+
+READ = r"""
+import sys
+from pathlib import Path
+from ember.codegen import CRenderer
+from ember.codegen.cache import program_from_json
+from ember.uops import AxisType, Ops
+spec = program_from_json(Path(sys.argv[1]).read_bytes(), CRenderer())
+red, noop = spec.uops[-2:]
+assert type(red.arg) is Ops and red.arg is Ops.ADD, repr(red.arg)
+assert type(noop.arg[0]) is Ops and noop.arg == (Ops.MAX, AxisType.LOOP, 1), repr(noop.arg)
+assert any(type(u.arg) is tuple and AxisType.REDUCE in u.arg for u in spec.uops)
+print("ok")
+"""
+
+
+def test_enum_args_read_back_as_enums_in_a_fresh_process(tmp_path):
+    # (in the writing process an Ops stored as its number would come back as the enum: hash-consing returns the node
+    # still in memory, so the reader must be another interpreter)
+    import subprocess
+    import sys
+    entry = tmp_path / "entry"
+    subprocess.run([sys.executable, "-c", FILL, str(entry)], check=True)
+    out = subprocess.run([sys.executable, "-c", READ, str(entry)], capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]

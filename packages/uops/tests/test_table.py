@@ -67,3 +67,19 @@ def test_unstorable_arg_is_a_type_error(arg):
 def test_malformed_table_is_a_value_error(rows, fragment):
     with pytest.raises(ValueError, match=fragment):
         from_table(rows)
+
+
+def test_tables_over_a_shared_dtype_list():
+    x = UOp(Ops.DEFINE_VAR, dtypes.index, (), ("i", 0, 9))
+    a = UOp(Ops.REDUCE, dtypes.float32, (UOp.const(dtypes.float32, -0.0) + x.cast(dtypes.float32),), Ops.MAX)
+    index: dict = {}
+    rows_a, (ra,) = to_table([a], dtype_index=index)
+    rows_x, (rx,) = to_table([x], dtype_index=index)
+    assert all(type(r[1]) is int for r in rows_a + rows_x) and len(index) == 2  # (index, float32: each once)
+    dts = list(index)
+    assert from_table(rows_a, dtypes=dts)[ra] is a and from_table(rows_x, dtypes=dts)[rx] is x
+    assert type(json.loads(json.dumps(rows_a))[-1][3]) is dict  # (the Ops arg by name, not its number)
+    for bad in ([["CONST", -1, [], 1, None]], [["CONST", 5, [], 1, None]], [["CONST", 0, [0], 1, None]],
+                [["CONST", 0, [-1], 1, None]], [["CONST", [0], [], 1, None]]):
+        with pytest.raises(ValueError, match="not a UOp table"):
+            from_table(bad, dtypes=dts)

@@ -6,8 +6,9 @@ atomically; the folder bounded by `EMBER_CACHE_MAX_SIZE`; a folder another user 
 hashes the kernel AST's full text, the renderer, the opts asked for, and the fingerprint of codegen itself (the hash
 of its source files), so an edited codegen never reads programs an older one wrote.
 
-A program entry is data, never code: its payload is two lines of JSON (`program_to_json`): the launch facts, then the
-linear UOp program as a flat table (ops, dtypes and args by name, floats as hex, each dtype once). The source is not
+A program entry is data, never code: its payload is two lines of JSON (`program_to_json`): the launch facts (with the
+variables as an `ember.uops.table` table), then the linear UOp program as such a table (ops, dtypes, enums and args by
+name, floats as hex; the dtypes of both tables and of the buffers listed once in the first line). The source is not
 stored. A program read back decodes its table and renders its source again only on first use of its `uops` or `src`,
 so whatever is on disk, only source that Ember's renderer wrote is ever compiled; its `src_key` (the hash of the
 entry's key and payload) names that source: the device's compile cache files the library it compiled from the source
@@ -30,9 +31,12 @@ from typing import Any
 from ember.codegen.pipeline import to_program
 from ember.codegen.program import BufferArg, Estimates, Opt, OptOps, ProgramSpec
 from ember.codegen.renderer import Renderer
-from ember.uops import AddrSpace, AxisType, DType, Ops, PtrDType, UOp, dtypes, files, render, settings
+from ember.uops import DType, UOp, files, render, settings
+from ember.uops.table import ENUMS, decode_dtype, encode_dtype, from_table, to_table
 
-PROGRAM_FORMAT = 2  # the layout of a program entry's JSON; a change makes older entries miss (it is in the key)
+# the layout of a program entry's JSON; a change makes older entries miss (it is in the key). 3: ember.uops.table's
+# rows (an IntEnum arg, as an Ops, stored by name: format 2 stored its number, which read back as a plain int)
+PROGRAM_FORMAT = 3
 
 
 @functools.cache
@@ -52,81 +56,8 @@ def kernel_key(ast: UOp, *parts: object) -> str:
     return h.hexdigest()
 
 
-# *** programs as JSON: only whitelisted types are ever built on load ***
-_ENUMS: dict[str, type[Enum]] = {"Ops": Ops, "AxisType": AxisType, "AddrSpace": AddrSpace, "OptOps": OptOps}
-_OPS: Mapping[str, Ops] = Ops.__members__  # (a dict lookup; `Ops[name]` is a Python call per row)
-_PLAIN = frozenset({type(None), bool, int, str})  # args stored as themselves
-
-
-def _encode_dtype(dt: DType) -> Any:
-    if isinstance(dt, PtrDType):
-        return {"ptr": _encode_dtype(dt.base), "size": dt.size, "space": dt.addrspace.name}
-    return [dt.name, dt.count]
-
-
-def _decode_dtype(x: Any) -> DType:
-    if isinstance(x, dict):
-        return _decode_dtype(x["ptr"]).ptr(int(x["size"]), AddrSpace[x["space"]])
-    name, count = x
-    if not isinstance(name, str) or not isinstance(count, int):
-        raise ValueError(f"not a dtype: {x!r}")
-    return dtypes.from_name(name).vec(count)
-
-
-def _encode_value(v: Any) -> Any:
-    if v is None or isinstance(v, bool | int | str):
-        return v
-    if isinstance(v, float):
-        return {"f": v.hex()}
-    if isinstance(v, tuple | list):
-        return {"t" if isinstance(v, tuple) else "l": [_encode_value(x) for x in v]}
-    if isinstance(v, Enum) and _ENUMS.get(type(v).__name__) is type(v):
-        return {"e": type(v).__name__, "n": v.name}
-    if isinstance(v, DType):
-        return {"d": _encode_dtype(v)}
-    raise TypeError(f"program cache: cannot store a {type(v).__name__} arg")
-
-
-def _decode_value(x: Any) -> Any:
-    if x is None or isinstance(x, bool | int | str):
-        return x
-    if isinstance(x, dict) and len(x) == 1:
-        (kind, v), = x.items()
-        if kind == "f":
-            return float.fromhex(v)
-        if kind in ("t", "l") and isinstance(v, list):
-            items = [_decode_value(i) for i in v]
-            return tuple(items) if kind == "t" else items
-        if kind == "d":
-            return _decode_dtype(v)
-    if isinstance(x, dict) and set(x) == {"e", "n"} and x["e"] in _ENUMS:
-        return _ENUMS[x["e"]][x["n"]]
-    raise ValueError(f"not a stored value: {str(x)[:80]}")
-
-
-def _encode_rows(roots: tuple[UOp, ...], dts: dict[DType, int]) -> tuple[list[list[Any]], list[int]]:
-    """The graphs under `roots` as rows `[op, dtype index, [source rows], arg, tag]` (sources first), and each root's
-    row; new dtypes are added to `dts`."""
-    index: dict[UOp, int] = {}
-    rows: list[list[Any]] = []
-    for root in roots:
-        for u in root.toposort(gate=lambda x: x not in index):
-            index[u] = len(rows)
-            rows.append([u.op.name, dts.setdefault(u.dtype, len(dts)), [index[s] for s in u.src],
-                         _encode_value(u.arg), _encode_value(u.tag)])
-    return rows, [index[r] for r in roots]
-
-
-def _decode_rows(rows: Any, dts: list[DType]) -> list[UOp]:
-    """The UOps of `_encode_rows`'s rows (hash-consed: a node that exists already is that node)."""
-    nodes: list[UOp] = []
-    for op, dt, src, arg, tag in rows:  # (30,000 rows in the programs of the tiny Llama's step)
-        if (src and min(src) < 0) or dt < 0:  # (an index past the rows built so far is an IndexError)
-            raise ValueError("a source or dtype index out of range")
-        nodes.append(UOp(_OPS[op], dts[dt], tuple([nodes[i] for i in src]),
-                         arg if type(arg) in _PLAIN else _decode_value(arg),
-                         None if tag is None else _decode_value(tag)))
-    return nodes
+# *** programs as JSON: the UOps as ember.uops.table tables (only whitelisted types are ever built on load) ***
+_ENUMS: Mapping[str, type[Enum]] = {**ENUMS, "OptOps": OptOps}
 
 
 def program_to_json(spec: ProgramSpec) -> bytes:
@@ -134,8 +65,8 @@ def program_to_json(spec: ProgramSpec) -> bytes:
     format cannot hold. Two lines: the launch facts (with the variables' own rows), then the linear program's rows,
     which a reader decodes only when the program is read (`ProgramSpec.uops`, or its source rendered)."""
     dts: dict[DType, int] = {}  # each dtype's index in the list of dtypes
-    table, program = _encode_rows(spec.uops, dts)
-    var_rows, variables = _encode_rows(spec.vars, dts)
+    table, program = to_table(spec.uops, _ENUMS, dts)
+    var_rows, variables = to_table(spec.vars, _ENUMS, dts)
     e = spec.estimates
     head = {"format": PROGRAM_FORMAT, "name": spec.name, "var_rows": var_rows, "vars": variables,
             "bufs": [[b.slot, dts.setdefault(b.dtype, len(dts)), b.size, b.written] for b in spec.bufs],
@@ -143,7 +74,7 @@ def program_to_json(spec: ProgramSpec) -> bytes:
             "local_size": None if spec.local_size is None else list(spec.local_size),
             "estimates": [e.flops, e.bytes_read, e.bytes_written],
             "opts": [[o.op.name, o.axis, o.amount] for o in spec.applied_opts],
-            "dtypes": [_encode_dtype(dt) for dt in dts]}
+            "dtypes": [encode_dtype(dt) for dt in dts]}
     body = {"table": table, "program": program}
     return b"\n".join(json.dumps(x, separators=(",", ":"), allow_nan=False).encode() for x in (head, body))
 
@@ -164,12 +95,12 @@ def _decode_program(data: bytes, render: Callable[[str, tuple[UOp, ...]], str],
         head = json.loads(head_text)
         if head["format"] != PROGRAM_FORMAT:
             raise ValueError(f"format {head['format']!r}, expected {PROGRAM_FORMAT}")
-        dts = [_decode_dtype(x) for x in head["dtypes"]]
-        var_nodes = _decode_rows(head["var_rows"], dts)
+        dts = [decode_dtype(x) for x in head["dtypes"]]
+        var_nodes = from_table(head["var_rows"], _ENUMS, dts)
         name = head["name"]
         if not isinstance(name, str):
             raise ValueError("the name is not a string")
-        bufs = tuple(BufferArg(int(slot), dts[dt], int(size), bool(written))
+        bufs = tuple(BufferArg(int(slot), dts[_index(dt)], int(size), bool(written))
                      for slot, dt, size, written in head["bufs"])
         local = head["local_size"]
         return ProgramSpec.read_later(
@@ -182,11 +113,17 @@ def _decode_program(data: bytes, render: Callable[[str, tuple[UOp, ...]], str],
         raise ValueError(f"not a program ({type(e).__name__}: {e})") from None
 
 
+def _index(i: Any) -> int:
+    if type(i) is not int or i < 0:
+        raise ValueError(f"not an index: {i!r}")
+    return i
+
+
 def _decode_linear(body: bytes, dts: list[DType]) -> tuple[UOp, ...]:
     """The linear program of a program entry's second line."""
     try:
         doc = json.loads(body)
-        nodes = _decode_rows(doc["table"], dts)
+        nodes = from_table(doc["table"], _ENUMS, dts)
         return tuple(nodes[i] for i in doc["program"])
     except Exception as e:  # noqa: BLE001 - as _decode_program
         raise ValueError(f"not a program ({type(e).__name__}: {e})") from None

@@ -7,6 +7,10 @@ a malformed table raises ValueError on decode.
 
     rows, roots = to_table([ast])            # rows: JSON-ready lists; roots: the row of each given UOp
     ast, = (from_table(rows)[i] for i in roots)
+
+Several tables (or a caller's own records) can share one list of dtypes: `to_table(..., dtype_index=d)` stores each
+dtype as its index in `d`, `from_table(..., dtypes=...)` reads them back (codegen's program cache: a program's
+variables and its linear program are two tables, decoded at different times, over the dtypes of its buffers too).
 """
 
 from __future__ import annotations
@@ -74,9 +78,14 @@ def decode_value(x: Any, enums: Mapping[str, type[Enum]] = ENUMS) -> Any:
 _PLAIN = (type(None), bool, int, str)  # (stored as they are)
 
 
-def to_table(roots: Sequence[UOp], enums: Mapping[str, type[Enum]] = ENUMS) -> tuple[list[list[Any]], list[int]]:
+def to_table(roots: Sequence[UOp], enums: Mapping[str, type[Enum]] = ENUMS,
+             dtype_index: dict[DType, int] | None = None) -> tuple[list[list[Any]], list[int]]:
     """The graphs under `roots` as one table (shared nodes once, in toposort order, so equal graphs give equal
-    tables), and the row of each root. TypeError when an arg or tag cannot be stored."""
+    tables), and the row of each root. TypeError when an arg or tag cannot be stored.
+
+    With `dtype_index`, a row holds its dtype as an index into that dict (a dtype not in it yet is added with the
+    next index): a caller with several tables, or dtypes of its own, stores `[encode_dtype(d) for d in dtype_index]`
+    once and decodes with `from_table(rows, dtypes=...)`."""
     index: dict[UOp, int] = {}
     rows: list[list[Any]] = []
     dts: dict[DType, Any] = {}  # (dtypes are interned: each spelled once)
@@ -84,7 +93,8 @@ def to_table(roots: Sequence[UOp], enums: Mapping[str, type[Enum]] = ENUMS) -> t
         for u in root.toposort(gate=lambda x: x not in index) if index else root.toposort():
             index[u] = len(rows)
             if (dt := dts.get(u.dtype)) is None:
-                dt = dts[u.dtype] = encode_dtype(u.dtype)
+                dt = dts[u.dtype] = encode_dtype(u.dtype) if dtype_index is None else \
+                    dtype_index.setdefault(u.dtype, len(dtype_index))
             arg, tag = u.arg, u.tag
             rows.append([u.op.name, dt, [index[s] for s in u.src],
                          arg if type(arg) in _PLAIN else encode_value(arg, enums),
@@ -92,18 +102,30 @@ def to_table(roots: Sequence[UOp], enums: Mapping[str, type[Enum]] = ENUMS) -> t
     return rows, [index[r] for r in roots]
 
 
-def from_table(rows: Any, enums: Mapping[str, type[Enum]] = ENUMS) -> list[UOp]:
+_OPS: Mapping[str, Ops] = dict(Ops.__members__)  # (a dict lookup; `Ops[name]` is a Python call per row)
+
+
+def from_table(rows: Any, enums: Mapping[str, type[Enum]] = ENUMS,
+               dtypes: Sequence[DType] | None = None) -> list[UOp]:
     """The UOps of a `to_table` table, one per row (hash-consed: a node that exists already is that node);
-    ValueError when `rows` is not such a table."""
+    ValueError when `rows` is not such a table. `dtypes`: the dtypes a table made with `dtype_index` refers to."""
     try:
         nodes: list[UOp] = []
+        if dtypes is not None:  # (30,000 rows in the programs of the tiny Llama's step: this loop is kept lean)
+            for op, dt, src, arg, tag in rows:
+                if (src and min(src) < 0) or dt < 0:  # (one past the rows built so far: an IndexError below)
+                    raise ValueError("a source or dtype index out of order")
+                nodes.append(UOp(_OPS[op], dtypes[dt], tuple([nodes[i] for i in src]),
+                                 arg if type(arg) in _PLAIN else decode_value(arg, enums),
+                                 tag if type(tag) in _PLAIN else decode_value(tag, enums)))
+            return nodes
         dts: dict[Any, DType] = {}  # (a table repeats a few dtypes many times)
         for op, dt, src, arg, tag in rows:
             if src and (min(src) < 0 or max(src) >= len(nodes)):  # (a non-int index fails the lookup below)
                 raise ValueError("a source index out of order")
             if (dtype := dts.get(key := (dt[0], dt[1]) if type(dt) is list and len(dt) == 2 else repr(dt))) is None:
                 dtype = dts[key] = decode_dtype(dt)
-            nodes.append(UOp(Ops[op], dtype, tuple([nodes[i] for i in src]),
+            nodes.append(UOp(_OPS[op], dtype, tuple([nodes[i] for i in src]),
                              arg if type(arg) in _PLAIN else decode_value(arg, enums),
                              tag if type(tag) in _PLAIN else decode_value(tag, enums)))
         return nodes
