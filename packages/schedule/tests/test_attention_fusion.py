@@ -7,7 +7,7 @@ import pytest
 
 from ember.schedule import attention, schedule
 from ember.schedule.attention import bound_masked_reduce, range_bound
-from ember.uops import AxisType, Ops, UOp, dtypes, gradient, verify
+from ember.uops import AxisType, Ops, UOp, dtypes, gradient, graph_rewrite, verify
 
 _n = iter(range(10**6))
 
@@ -131,6 +131,39 @@ def test_row_term_of_other_weights_is_left():
     assert attention.rewrite_softmax_grad_rows(UOp.sink(*rows)).src == rows  # (o is not in the graph: not read)
     new = attention.rewrite_softmax_grad_rows(UOp.sink(o, *rows))
     assert new.src[1] is rows[0] and new.src[2] is not rows[1]  # (sum(dP * p) is sum(dO * o))
+
+def whole_graph_rewrite(sink):
+    """rewrite_softmax_grad_rows as the rule over every node: graph_rewrite with the same context."""
+    graph = attention.ProductReduces({}, {})
+    users = {}
+    for u in sink.toposort():
+        for s in u.src:
+            users.setdefault(s, []).append(u)
+        if u.op is Ops.REDUCE_AXIS and u.src[0].op is Ops.MUL:
+            for s in dict.fromkeys(u.src[0].src):
+                graph.by_operand.setdefault(s, []).append(u)
+    for o in {o for reduces in graph.by_operand.values() for o in reduces}:
+        if (view := attention._stored_view(o, users, set(sink.src))) is not None:
+            graph.views[o] = view
+    return graph_rewrite(sink, attention.pm_softmax_grad_rows, ctx=graph)
+
+def test_row_terms_of_stacked_layers_rewritten_as_the_whole_graph_is():
+    """Two attention layers, the second's queries the first's output: the first's row term lies above the second's
+    (its dO comes through it). Rewritten over the nodes above the matches only, the graph is the rule's over every
+    node (the same UOp), both row terms sums over head_dim; a graph without a softmax backward comes back as it is."""
+    t = 128
+    q, k, v, k2, v2, up = (buf(t, 8) for _ in range(6))
+    o1 = attention_graph(q, k, v, causal_mask(t), detach_max=True)
+    o2 = attention_graph(o1, k2, v2, causal_mask(t), detach_max=True)
+    loss = (o2 * up).reduce_axis(Ops.ADD, (0, 1))
+    grads = gradient(loss, [q, k, v], UOp.const(dtypes.float32, 1.0, "CPU").reshape((1, 1)))
+    sink = UOp.sink(o2, *grads.values())
+    assert len(row_term_reduces(sink, t)) == 6
+    new = attention.rewrite_softmax_grad_rows(sink)
+    assert new is whole_graph_rewrite(sink) and new is not sink
+    assert sorted(u.arg[0] for u in row_term_reduces(new, t)) == [Ops.ADD, Ops.ADD, Ops.MAX, Ops.MAX]
+    forward = UOp.sink(o2)
+    assert attention.rewrite_softmax_grad_rows(forward) is forward
 
 # *** bounds of masked reduces ***
 def ranges(n=16):

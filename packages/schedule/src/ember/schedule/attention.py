@@ -224,10 +224,32 @@ def _pairs_with_output(dp: UOp, graph: ProductReduces) -> bool:
     product over the same product shape and another axis (o = p @ v): the cheap part of `softmax_grad_rows`'s
     match."""
     x = _below_views(dp)
-    if not _is_dot(x) or dp.shape is None or prod(x.shape) != prod(dp.shape):
+    if not _is_dot(x) or not (others := _other_dots(x, graph)):  # (shapes last: none computed for most)
         return False
-    return any(_is_dot(o) and o.src[0].shape == x.src[0].shape and o.arg[1] != x.arg[1]
-               for v in x.src[0].src for o in graph.by_operand.get(v, ()))
+    return dp.shape is not None and prod(x.shape) == prod(dp.shape) and \
+        any(o.src[0].shape == x.src[0].shape for o in others)
+
+
+def _other_dots(x: UOp, graph: ProductReduces) -> list[UOp]:
+    """The dot products that share an operand with dot product x and sum another axis."""
+    return [o for v in x.src[0].src for o in graph.by_operand.get(v, ()) if _is_dot(o) and o.arg[1] != x.arg[1]]
+
+
+def _may_match(red: UOp, graph: ProductReduces) -> bool:
+    """Whether `softmax_grad_rows` may rewrite red (a sum of a product): its cheap check without shapes, none
+    computed and no node built (where(c, 0, x): x whatever c and the 0), so False where that check would fail."""
+    if red.arg[0] is not Ops.ADD or len(red.arg[1]) != 1:
+        return False
+    stack = [red.src[0]]
+    while stack:
+        u = stack.pop()
+        if u.op is Ops.MUL:
+            stack.extend(u.src)
+        elif u.op in (Ops.NEG, Ops.WHERE):  # (-x, where(c, 0, x): x)
+            stack.append(u.src[-1])
+        elif _is_dot(x := _below_views(u)) and _other_dots(x, graph):
+            return True
+    return False
 
 
 def _tensor_factors(u: UOp) -> list[UOp]:
@@ -274,12 +296,12 @@ def softmax_grad_rows(red: UOp, graph: ProductReduces) -> UOp | None:
     the gradient of o = p @ v (the reduce over c of dO[i, c] * V[i, j, c], V the operand o's reduce multiplies p by)
     and y is free of j: the softmax backward's row term, read from the output instead of the scores (an O(T head_dim)
     reduce in place of an O(T^2 head_dim) one)."""
-    if len(red.arg[1]) != 1 or not dtypes.is_float(red.dtype) or red.src[0].shape is None or \
-            not all(isinstance(n, int) for n in red.src[0].shape):
+    if len(red.arg[1]) != 1 or not dtypes.is_float(red.dtype):
         return None
     (axis,) = red.arg[1]
     factors = _tensor_factors(red.src[0])
-    if red.src[0].shape[axis] < 2 or not any(_pairs_with_output(f, graph) for f in factors):
+    if not any(_pairs_with_output(f, graph) for f in factors) or red.src[0].shape is None or \
+            not all(isinstance(n, int) for n in red.src[0].shape) or red.src[0].shape[axis] < 2:
         return None
     # (a size-1 axis at index 0: as a reshape leaves it)
     idxs = tuple(UOp.range(n, i, AxisType.GLOBAL) if n != 1 else UOp.const(dtypes.index, 0)
@@ -367,27 +389,55 @@ def _stored_view(o: UOp, users: dict[UOp, list[UOp]], outputs: set[UOp]) -> UOp 
 
 def rewrite_softmax_grad_rows(sink: UOp) -> UOp:
     """The tensor graph with each softmax backward's row term rowsum(dP * p) read from the forward's output
-    (`softmax_grad_rows`): the scores' reduce over keys goes, a reduce over head_dim takes its place."""
+    (`softmax_grad_rows`): the scores' reduce over keys goes, a reduce over head_dim takes its place.
+
+    The result of `graph_rewrite(sink, pm_softmax_grad_rows)`, for less: the rule only matches a sum of a product one
+    of whose factors pairs with an output (`_pairs_with_output`), so the graph is walked once to find those
+    (candidates), returned as it is without one, and otherwise rewritten over the nodes above a candidate only: a
+    node whose sources are unchanged and that is no candidate is its own result, unvisited by the rule."""
+    order = sink.toposort()
     graph = ProductReduces({}, {})
+    reduces = [u for u in order if u.op is Ops.REDUCE_AXIS and u.src[0].op is Ops.MUL]
+    for u in reduces:
+        for s in dict.fromkeys(u.src[0].src):
+            graph.by_operand.setdefault(s, []).append(u)
+    candidates = {red for red in reduces if _may_match(red, graph)}
+    if not candidates:
+        return sink  # (no softmax backward: nothing to walk)
     users: dict[UOp, list[UOp]] = {}
-    for u in sink.toposort():
+    for u in order:
         for s in u.src:
             users.setdefault(s, []).append(u)
-        if u.op is Ops.REDUCE_AXIS and u.src[0].op is Ops.MUL:
-            for s in dict.fromkeys(u.src[0].src):
-                graph.by_operand.setdefault(s, []).append(u)
-    if not any(_pairs_with_output(f, graph) for reduces in graph.by_operand.values() for red in reduces
-               if red.arg[0] is Ops.ADD for f in _tensor_factors(red.src[0])):
-        return sink  # (no softmax backward: nothing to walk)
-    for o in {o for reduces in graph.by_operand.values() for o in reduces}:
-        if (view := _stored_view(o, users, set(sink.src))) is not None:
+    outputs = set(sink.src)
+    for o in dict.fromkeys(reduces):
+        if (view := _stored_view(o, users, outputs)) is not None:
             graph.views[o] = view
-    return graph_rewrite(sink, pm_softmax_grad_rows, ctx=graph, name="softmax grad rows")
+    # each node's result, as graph_rewrite's memo: sources before users (toposort's order is graph_rewrite's), a
+    # replacement rewritten again to a fixed point over its new nodes only (the rest of it is here already)
+    memo: dict[UOp, UOp] = {}
+    for u in order:
+        if u in memo:
+            continue
+        src = tuple(map(memo.__getitem__, u.src))
+        if src == u.src:  # (UOps compare by identity)
+            if u not in candidates:
+                memo[u] = u
+                continue
+            n = u
+        elif (n := UOp(u.op, u.dtype, src, u.arg, u.tag)) in memo:
+            memo[u] = memo[n]
+            continue
+        if (r := pm_softmax_grad_rows.rewrite(n, graph)) is not None:
+            memo[n] = graph_rewrite(r, pm_softmax_grad_rows, ctx=graph, name="softmax grad rows", memo=memo)
+        else:
+            memo[n] = n
+        memo[u] = memo[n]
+    return memo[sink]
 
 
 pm_softmax_grad_rows = PatternMatcher([
     (UPat(Ops.REDUCE_AXIS, src=(UPat(Ops.MUL),), name="red"),
-     lambda ctx, red: softmax_grad_rows(red, ctx) if red.arg[0] is Ops.ADD else None),
+     lambda ctx, red: softmax_grad_rows(red, ctx) if _may_match(red, ctx) else None),
 ])
 
 
