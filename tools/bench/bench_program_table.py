@@ -4,9 +4,9 @@
     python tools/bench/bench_program_table.py DIR [--runs 7]  # decode every program entry of DIR, encode it again
 
 Decode: each entry's payload to a ProgramSpec (`program_from_json`) and its linear program (`spec.uops`, the lazily
-decoded table), in a process that has not built those UOps (the first pass; later passes find them hash-consed, also
-reported). Encode: `program_to_json` of each decoded program. Medians over `--runs` passes; also the payload bytes and
-the Ops args seen (an `Ops` arg read back as an int is counted apart).
+decoded table), in a process that has not built those UOps (the first pass; later passes find them hash-consed).
+Encode: `program_to_json` of each decoded program. Medians over `--runs` passes, and the function calls of a pass;
+also the payload bytes and the Ops args seen (a reduce's arg read back as an int is counted apart).
 """
 
 from __future__ import annotations
@@ -70,8 +70,16 @@ def main() -> None:
         ints += sum(1 for u in s.uops if u.op in (Ops.REDUCE, Ops.WMMA) and type(u.arg) is int)
     print(f"{len(payloads)} programs, {rows} linear rows, payload {sum(map(len, payloads))} bytes "
           f"(re-encoded {sum(map(len, out))}), Ops args {enums}, reduce args read as int {ints}")
-    print(f"decode first {decode_s[0] * 1e3:.1f} ms, median {statistics.median(decode_s) * 1e3:.1f} ms; "
-          f"encode median {statistics.median(encode_s) * 1e3:.1f} ms (of {args.runs})")
+    print(f"decode first {decode_s[0] * 1e3:.1f} ms, median {statistics.median(decode_s) * 1e3:.1f} ms "
+          f"(min {min(decode_s) * 1e3:.1f}); encode median {statistics.median(encode_s) * 1e3:.1f} ms "
+          f"(min {min(encode_s) * 1e3:.1f}) (of {args.runs})")
+    import cProfile
+    import pstats
+    for name, fn in (("decode", lambda: [program_from_json(p, renderer).uops for p in payloads]),
+                     ("encode", lambda: [program_to_json(s) for s in specs])):
+        prof = cProfile.Profile()
+        prof.runcall(fn)
+        print(f"{name} function calls: {pstats.Stats(prof).total_calls}")
 
 
 if __name__ == "__main__":

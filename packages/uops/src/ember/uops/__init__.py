@@ -3,7 +3,7 @@ math, and per-stage verifiers. Every other Ember package builds on this one."""
 
 __version__ = "0.7.0"
 
-from ember.uops import files, settings  # noqa: E402
+from ember.uops import files, settings, table  # noqa: E402
 from ember.uops.dtype import (  # noqa: E402
                               AddrSpace,
                               DType,
@@ -32,4 +32,5 @@ __all__ = [
     "GroupOp", "Ops", "UOp", "render", "render_expr", "shard_bounds", "shard_shape",
     "PatternMatcher", "RewriteLoopError", "UPat", "graph_rewrite", "broadcast_shape", "prod", "sint", "SpecError",
     "verify", "exec_alu", "linear_terms", "symbolic", "symbolic_simple", "gate_loads", "pm_divmod", "settings", "files",
+    "table",
 ]
