@@ -130,41 +130,48 @@ FILL = r"""
 import dataclasses, sys
 from pathlib import Path
 from ember.codegen import CRenderer, to_program
-from ember.codegen.cache import program_to_json
-from ember.uops import AxisType, Ops, UOp, dtypes
+from ember.codegen.cache import _program_path, program_to_json
+from ember.uops import AxisType, Ops, UOp, dtypes, files
 out, inp = UOp(Ops.PARAM, dtypes.float32.ptr(1), (), 0), UOp(Ops.PARAM, dtypes.float32.ptr(64), (), 1)
 r = UOp.range(64, 0, AxisType.REDUCE)
 ast = UOp.sink(out.index(UOp.const(dtypes.int32, 0)).store(
     UOp(Ops.REDUCE, dtypes.float32, (inp.index(r).load(), r), Ops.MAX)))
 spec = to_program(ast, CRenderer())
 # args that are enums, as a renderer may meet (no lowering leaves an Ops arg in today's C programs): a reduce's op, an
-# ALU's op in a tuple, a range's AxisType
+# ALU's op in a tuple, a range's AxisType; stored where cached_program stores this kernel's program
 x = next(u for u in spec.uops if u.op is Ops.LOAD)
 extra = (UOp(Ops.REDUCE, x.dtype, (x,), Ops.ADD), UOp(Ops.NOOP, x.dtype, (x,), (Ops.MAX, AxisType.LOOP, 1)))
-Path(sys.argv[1]).write_bytes(program_to_json(dataclasses.replace(spec, uops=spec.uops + extra)))
+path, key = _program_path(ast, CRenderer(), None)
+files.write_entry(path, key, program_to_json(dataclasses.replace(spec, uops=spec.uops + extra)))
+Path(sys.argv[1]).write_text(spec.src)
 """
 
 READ = r"""
 import sys
 from pathlib import Path
-from ember.codegen import CRenderer
-from ember.codegen.cache import program_from_json
-from ember.uops import AxisType, Ops
-spec = program_from_json(Path(sys.argv[1]).read_bytes(), CRenderer())
+from ember.codegen import CRenderer, load_program
+from ember.uops import AxisType, Ops, UOp, dtypes
+out, inp = UOp(Ops.PARAM, dtypes.float32.ptr(1), (), 0), UOp(Ops.PARAM, dtypes.float32.ptr(64), (), 1)
+r = UOp.range(64, 0, AxisType.REDUCE)
+ast = UOp.sink(out.index(UOp.const(dtypes.int32, 0)).store(
+    UOp(Ops.REDUCE, dtypes.float32, (inp.index(r).load(), r), Ops.MAX)))
+spec = load_program(ast, CRenderer())  # (building the AST made its REDUCE(MAX); the linear program has no such node)
 red, noop = spec.uops[-2:]
 assert type(red.arg) is Ops and red.arg is Ops.ADD, repr(red.arg)
 assert type(noop.arg[0]) is Ops and noop.arg == (Ops.MAX, AxisType.LOOP, 1), repr(noop.arg)
 assert any(type(u.arg) is tuple and AxisType.REDUCE in u.arg for u in spec.uops)
+assert CRenderer().render(spec.name, spec.uops[:-2]) == Path(sys.argv[1]).read_text()  # (the kernel renders as built)
 print("ok")
 """
 
 
-def test_enum_args_read_back_as_enums_in_a_fresh_process(tmp_path):
+def test_enum_args_read_back_as_enums_in_a_fresh_process(tmp_path, cache):
     # (in the writing process an Ops stored as its number would come back as the enum: hash-consing returns the node
-    # still in memory, so the reader must be another interpreter)
+    # still in memory, so the reader is another interpreter, on the cache folder the writer filled)
     import subprocess
     import sys
-    entry = tmp_path / "entry"
-    subprocess.run([sys.executable, "-c", FILL, str(entry)], check=True)
-    out = subprocess.run([sys.executable, "-c", READ, str(entry)], capture_output=True, text=True)
+    src = tmp_path / "src.c"
+    subprocess.run([sys.executable, "-c", FILL, str(src)], check=True)
+    assert len(list(cache.iterdir())) == 1
+    out = subprocess.run([sys.executable, "-c", READ, str(src)], capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
