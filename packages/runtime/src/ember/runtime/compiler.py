@@ -80,13 +80,17 @@ class Compiler:
         """Raise ValueError when `lib` cannot be this compiler's output (a cached library is checked before use);
         the base class accepts anything."""
 
-    def cache_key(self, src: str) -> str:
-        """The key of `src`'s cache entry: the hash of the cachekey, the flags and the source."""
+    def _digest(self, *parts: str) -> str:
+        """The hash of the cachekey, the flags and `parts`."""
         h = hashlib.sha256()
-        for part in (self.cachekey or "", *self.flags, src):
+        for part in (self.cachekey or "", *self.flags, *parts):
             h.update(part.encode())
             h.update(b"\0")
         return h.hexdigest()
+
+    def cache_key(self, src: str) -> str:
+        """The key of `src`'s cache entry: the hash of the cachekey, the flags and the source."""
+        return self._digest(src)
 
     def cache_path(self, src: str) -> Path:
         """Where the cache entry of `src` lives."""
@@ -94,11 +98,7 @@ class Compiler:
 
     def src_key_entry(self, src_key: str) -> str:
         """The name of the cache entry filed under a caller's `src_key` (see the module doc)."""
-        h = hashlib.sha256()
-        for part in (self.cachekey or "", *self.flags, "src_key", src_key):
-            h.update(part.encode())
-            h.update(b"\0")
-        return f"key-{h.hexdigest()}"
+        return f"key-{self._digest('src_key', src_key)}"
 
     def cached_library(self, src_key: str) -> bytes | None:
         """The library compiled (by this compiler's cachekey and flags) from the source `src_key` names, if the cache
@@ -204,8 +204,7 @@ class Compiler:
             for src in batch:
                 held[src] = (lib, lib_name)
                 if src not in first_key:  # (a keyed source's reference is filed under its key, below)
-                    key = self.cache_key(src)
-                    files.write_entry(folder / key, key, b"", {"kind": "reference", "library": lib_name}, durable=False)
+                    self._refer(folder, self.cache_key(src), lib_name)
         for (_, src), k in zip(programs, keys):  # each key not read above refers to its source's library (unless filed
             if k is not None and k not in filed:  # as that library's own entry)
                 filed.add(k)
