@@ -247,3 +247,19 @@ def test_a_cache_folder_loses_the_temps_of_killed_writers_on_first_use(cache_roo
     stale.write_bytes(b"half an entry")
     assert files.cache_folder("sweep") == folder
     assert not stale.exists()
+
+
+def test_source_fingerprint_follows_the_label_and_every_source_file(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    for folder in (a, b):
+        folder.mkdir()
+        (folder / "x.py").write_text("x = 1\n")
+    (a / "notes.txt").write_text("not a source")
+    first = files.source_fingerprint("v1", a, b)
+    assert first == files.source_fingerprint("v1", a, b)
+    (a / "notes.txt").write_text("edited, still not a source")
+    assert files.source_fingerprint("v1", a, b) == first
+    assert files.source_fingerprint("v2", a, b) != first
+    assert files.source_fingerprint("v1", b, a) != first  # (a file is named by its folder too)
+    (b / "x.py").write_text("x = 2\n")
+    assert files.source_fingerprint("v1", a, b) != first

@@ -42,10 +42,7 @@ PROGRAM_FORMAT = 3
 @functools.cache
 def fingerprint() -> str:
     """The hash of codegen's own source files."""
-    h = hashlib.sha256(f"program format {PROGRAM_FORMAT}".encode())
-    for f in sorted(Path(__file__).parent.glob("*.py")):
-        h.update(f.name.encode() + b"\0" + f.read_bytes())
-    return h.hexdigest()
+    return files.source_fingerprint(f"program format {PROGRAM_FORMAT}", Path(__file__).parent)
 
 
 def kernel_key(ast: UOp, *parts: object) -> str:

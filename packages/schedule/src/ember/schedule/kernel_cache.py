@@ -34,11 +34,8 @@ ITEM_FORMAT = 1  # the layout of an entry's JSON; a change makes older entries m
 @functools.cache
 def fingerprint() -> str:
     """The hash of the schedule's and uops' source files (what a template's kernel is computed by)."""
-    h = hashlib.sha256(f"schedule item format {ITEM_FORMAT}".encode())
-    for folder in (Path(__file__).parent, Path(ember.uops.__file__).parent):
-        for f in sorted(folder.glob("*.py")):
-            h.update(f"{folder.name}/{f.name}".encode() + b"\0" + f.read_bytes())
-    return h.hexdigest()
+    return files.source_fingerprint(f"schedule item format {ITEM_FORMAT}", Path(__file__).parent,
+                                    Path(ember.uops.__file__).parent)
 
 
 @functools.cache

@@ -10,6 +10,8 @@
   load: a magic line, one JSON header line (the entry's key, the payload's size and sha256, `meta`) and the raw
   payload. A read checks all of it; an entry that fails (another key, an edited or truncated payload, no header) is
   a warning, is deleted, and reads as None (the caller rebuilds it).
+- `source_fingerprint(label, *folders)`: the hash of a label and the Python sources of folders, a part of a cache's
+  keys so that edited code never reads what older code wrote.
 - Bounded: after a write, a cache folder larger than `EMBER_CACHE_MAX_SIZE` loses its least recently used entries (a
   read refreshes an entry's modification time).
 
@@ -346,6 +348,15 @@ _sizes: dict[Path, int] = {}  # a folder's bytes as this process last counted th
 _sizes_lock = threading.Lock()
 
 
+def source_fingerprint(label: str, *folders: Path) -> str:
+    """The hash of `label` and every `*.py` file in `folders` (named by folder and file, sorted)."""
+    h = hashlib.sha256(label.encode())
+    for folder in folders:
+        for f in sorted(folder.glob("*.py")):
+            h.update(f"{folder.name}/{f.name}".encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()
+
+
 def folder_size(folder: Path) -> int:
     """The bytes of the regular files directly in `folder` (temps included)."""
     total = 0
@@ -395,4 +406,5 @@ def evict(folder: str | os.PathLike[str], max_bytes: int) -> list[Path]:
 
 __all__ = ["TEMP_MARK", "ENTRY_MAGIC", "UnsafeFolderError", "make_private_folder", "cache_folder", "atomic_open",
            "atomic_write", "atomic_folder", "make_temp", "replace_atomic", "remove_stale_temps", "Entry",
-           "encode_entry", "decode_entry", "read_entry", "write_entry", "folder_size", "evict"]
+           "encode_entry", "decode_entry", "read_entry", "write_entry", "source_fingerprint", "folder_size",
+           "evict"]
