@@ -149,8 +149,8 @@ def whole_graph_rewrite(sink):
 
 def test_row_terms_of_stacked_layers_rewritten_as_the_whole_graph_is():
     """Two attention layers, the second's queries the first's output: the first's row term lies above the second's
-    (its dO comes through it). Rewritten over the nodes above the matches only, the graph is the rule's over every
-    node (the same UOp), both row terms sums over head_dim; a graph without a softmax backward comes back as it is."""
+    (its dO comes through it). The graph is the rule's over every node (the same UOp), both row terms sums over
+    head_dim; a graph without a softmax backward comes back as it is."""
     t = 128
     q, k, v, k2, v2, up = (buf(t, 8) for _ in range(6))
     o1 = attention_graph(q, k, v, causal_mask(t), detach_max=True)

@@ -391,18 +391,15 @@ def rewrite_softmax_grad_rows(sink: UOp) -> UOp:
     """The tensor graph with each softmax backward's row term rowsum(dP * p) read from the forward's output
     (`softmax_grad_rows`): the scores' reduce over keys goes, a reduce over head_dim takes its place.
 
-    The result of `graph_rewrite(sink, pm_softmax_grad_rows)`, for less: the rule only matches a sum of a product one
-    of whose factors pairs with an output (`_pairs_with_output`), so the graph is walked once to find those
-    (candidates), returned as it is without one, and otherwise rewritten over the nodes above a candidate only: a
-    node whose sources are unchanged and that is no candidate is its own result, unvisited by the rule."""
+    The rule only matches a sum of a product one of whose factors pairs with an output (`_pairs_with_output`): the
+    graph is walked once to find those (candidates) and returned as it is without one (most schedules)."""
     order = sink.toposort()
     graph = ProductReduces({}, {})
     reduces = [u for u in order if u.op is Ops.REDUCE_AXIS and u.src[0].op is Ops.MUL]
     for u in reduces:
         for s in dict.fromkeys(u.src[0].src):
             graph.by_operand.setdefault(s, []).append(u)
-    candidates = {red for red in reduces if _may_match(red, graph)}
-    if not candidates:
+    if not any(_may_match(red, graph) for red in reduces):
         return sink  # (no softmax backward: nothing to walk)
     users: dict[UOp, list[UOp]] = {}
     for u in order:
@@ -412,27 +409,7 @@ def rewrite_softmax_grad_rows(sink: UOp) -> UOp:
     for o in dict.fromkeys(reduces):
         if (view := _stored_view(o, users, outputs)) is not None:
             graph.views[o] = view
-    # each node's result, as graph_rewrite's memo: sources before users (toposort's order is graph_rewrite's), a
-    # replacement rewritten again to a fixed point over its new nodes only (the rest of it is here already)
-    memo: dict[UOp, UOp] = {}
-    for u in order:
-        if u in memo:
-            continue
-        src = tuple(map(memo.__getitem__, u.src))
-        if src == u.src:  # (UOps compare by identity)
-            if u not in candidates:
-                memo[u] = u
-                continue
-            n = u
-        elif (n := UOp(u.op, u.dtype, src, u.arg, u.tag)) in memo:
-            memo[u] = memo[n]
-            continue
-        if (r := pm_softmax_grad_rows.rewrite(n, graph)) is not None:
-            memo[n] = graph_rewrite(r, pm_softmax_grad_rows, ctx=graph, name="softmax grad rows", memo=memo)
-        else:
-            memo[n] = n
-        memo[u] = memo[n]
-    return memo[sink]
+    return graph_rewrite(sink, pm_softmax_grad_rows, ctx=graph, name="softmax grad rows")
 
 
 pm_softmax_grad_rows = PatternMatcher([
