@@ -6,7 +6,9 @@
 Each run is a new Python process with `EMBER_CACHE_DIR` pointing at a fresh temporary folder (cold: nothing compiled)
 or at the folder a cold run filled (warm: every program and compiled object on disk). It reports the model setup
 (parameter init: its random and copy kernels) and the first step (micro-step + optimizer step, eagerly: schedule,
-codegen, C compiles, run), with the C compiler's invocations and the engine's own split of the step.
+codegen, C compiles, run), with the C compiler's invocations and the engine's own split of the step, and the step's
+CPU time: this process (`cpu_main_s`, all its threads), the C compilers (`cpu_cc_s`) and the codegen helper processes
+(`cpu_helpers_s`) — steadier than the wall time on a shared machine: on 2 cores the step takes at least half their sum.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import sys
 import tempfile
 
 CHILD = r"""
-import json, sys, time
+import json, os, resource, sys, time
 t0 = time.perf_counter()
 import numpy as np
 from ember.mlperf_llama.config import TrainConfig
@@ -46,6 +48,19 @@ cfg = TrainConfig(preset="tiny", batch_size=4, seq_len=256, fake_data=True, prog
 trainer = Trainer(cfg)
 t_setup = time.perf_counter()
 cc_setup = CPUCompiler.invocations
+def cpu_now():
+    # this process, the C compilers it waited for, its codegen helper processes (alive: read from /proc)
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    helpers = 0.0
+    for pool in engine.ENGINE.pools.values():
+        for worker in pool.workers:
+            try:
+                fields = open(f"/proc/{worker.proc.pid}/stat").read().rpartition(")")[2].split()
+            except OSError:
+                continue
+            helpers += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return me.ru_utime + me.ru_stime, kids.ru_utime + kids.ru_stime, helpers
+cpu0 = cpu_now()
 tokens = np.random.default_rng(0).integers(0, trainer.model_cfg.vocab_size, (4, 257)).astype(np.int32)
 if sys.argv[1] == "profile":
     import cProfile, pstats
@@ -54,12 +69,14 @@ if sys.argv[1] == "profile":
 trainer.micro_step(Tensor(tokens))[0].item()
 trainer.optimizer_step().item()
 t_step = time.perf_counter()
+cpu1 = cpu_now()
 if sys.argv[1] == "profile":
     prof.disable()
     pstats.Stats(prof, stream=sys.stderr).sort_stats("cumulative").print_stats(25)
 print(json.dumps({"import_s": t_import - t0, "setup_s": t_setup - t_import, "step_s": t_step - t_setup,
                   "cc_setup": cc_setup, "cc_step": CPUCompiler.invocations - cc_setup,
-                  **spent}))
+                  **spent, "cpu_main_s": cpu1[0] - cpu0[0], "cpu_cc_s": cpu1[1] - cpu0[1],
+                  "cpu_helpers_s": cpu1[2] - cpu0[2]}))
 """
 
 
