@@ -151,8 +151,9 @@ def _schedule(sink: UOp, hold: frozenset[UOp]) -> Schedule:
         if new in becomes:
             becomes[orig] = becomes[new]
     # (an assign's own buffer too: its target may be a permuted or shrunk view, which buffer_of does not see through)
+    made = set(buffers.values())  # (a set: `in buffers.values()` was a scan of them per buffer of every item)
     keep = {buffer_of(v) for v in becomes.values()} | {buffers[u] for u in order if u.op is Ops.ASSIGN} | \
-        {b for it in items for b in it.bufs if b not in buffers.values()}
+        {b for it in items for b in it.bufs if b not in made}
     return Schedule(memory_plan(items, keep), becomes)
 
 

@@ -54,7 +54,8 @@ class Tensor(creation.CreationMixin, random.RandomMixin, movement.MovementMixin,
         self.requires_grad: bool | None = requires_grad
         self.grad: Tensor | None = None
         self.seq = realize.next_seq()  # when it was made (or last assigned): program order for shared memory
-        dev = canonical_device(device)
+        # (an op's result, the hot path, is a UOp with its own device: the default device is not looked up)
+        dev = canonical_device(device) if device is not None or not isinstance(data, UOp) else None
         if isinstance(data, UOp):
             # under no_grad a computed tensor is cut off from the graph that made it
             self.uop = data.detach() if no_grad.active and not realize.is_realized(data) and data.op not in \

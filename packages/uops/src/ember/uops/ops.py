@@ -185,7 +185,8 @@ class UOp(ElementwiseMixin, metaclass=UOpMetaClass):
     def shape(self) -> Shape | None:
         """The tensor shape of this node, None for nodes that have none (index math, kernel-level ops)."""
         if self._shape is _NOT_COMPUTED:
-            for u in self.toposort(gate=lambda u: u._shape is _NOT_COMPUTED):
+            for u in self.toposort(gate=lambda u: u._shape is _NOT_COMPUTED) if _NOT_COMPUTED in \
+                    [s._shape for s in self.src] else (self,):  # (a new node over known ones: no walk)
                 u._shape = _infer_shape(u)
         return self._shape
 
@@ -199,7 +200,8 @@ class UOp(ElementwiseMixin, metaclass=UOpMetaClass):
     def device(self) -> str | tuple[str, ...] | None:
         """The device of a tensor-level node: the arg of the DEVICE it was built on."""
         if self._device is _NOT_COMPUTED:
-            for u in self.toposort(gate=lambda u: u._device is _NOT_COMPUTED):
+            for u in self.toposort(gate=lambda u: u._device is _NOT_COMPUTED) if _NOT_COMPUTED in \
+                    [s._device for s in self.src] else (self,):  # (a new node over known ones: no walk)
                 u._device = _infer_device(u)
         return self._device
 

@@ -44,7 +44,8 @@ class TensorElementwiseMixin(ElementwiseMixin):
         except ValueError:
             raise ShapeError(f"cannot broadcast shapes {x.shape} and {y.shape}: the size of tensor a must match the "
                              "size of tensor b at each non-singleton dimension") from None
-        x, y = x.expand(shape), y.expand(shape)
+        # (an operand already of the shape is used as it is: most are, and a new view of it would be the same UOp)
+        x, y = x if x.shape == shape else x.expand(shape), y if y.shape == shape else y.expand(shape)
         return (y, x) if reverse else (x, y)
 
     def alu(self, op: Ops, *srcs: Tensor) -> Tensor:

@@ -80,7 +80,7 @@ class MovementMixin:
         new = shape_args(shape)
         if len(new) < self.ndim:
             raise ShapeError(f"expand: cannot expand {self.shape} to fewer dims {new}")
-        x = self.reshape((1,) * (len(new) - self.ndim) + self.shape)
+        x = self.reshape((1,) * (len(new) - self.ndim) + self.shape) if len(new) > self.ndim else self
         return Tensor(x.uop.expand(tuple(s if n == -1 else n for s, n in zip(x.shape, new))))
 
     def pad(self, padding: Sequence[Any], value: float | str = 0.0, mode: str | float = "constant") -> Tensor:
