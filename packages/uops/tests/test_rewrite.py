@@ -40,6 +40,25 @@ def test_commutative_matching():
     assert pm_ordered.rewrite(UOp(Ops.MUL, dtypes.index, (three, x))) is None
 
 
+def test_rules_by_source_ops():
+    # a node tries the rules whose sources' ops fit its own (by op, number and order of its sources' ops): one
+    # matcher, nodes of several shapes in turn, each shape finding its own rules (and not another shape's)
+    four = UOp.const(dtypes.index, 4)
+    pm = PatternMatcher([
+        (UPat(Ops.ADD, src=UPat(Ops.CONST), name="a"), lambda a: UOp.const(a.dtype, sum(s.arg for s in a.src))),
+        (UPat.var("a") + UPat.cvar("c"), lambda a, c: a * c.arg),
+        (UPat(Ops.ADD, src=(UPat(Ops.MUL, name="m"),), allow_any_len=True), lambda m: m),
+    ])
+    for _ in range(2):  # (the second time from what the first one found)
+        assert pm.rewrite(UOp(Ops.ADD, dtypes.index, (four, four))) is UOp.const(dtypes.index, 8)
+        assert pm.rewrite(x + 4) is x * 4
+        assert pm.rewrite(UOp(Ops.ADD, dtypes.index, (four, x))) is x * 4
+        assert pm.rewrite((x * 2) + y) is x * 2
+        assert pm.rewrite((x * 2) + 4) is (x * 2) * 4
+        assert pm.rewrite(x + y) is None
+        assert pm.rewrite(UOp(Ops.ADD, dtypes.index, (x * 2, y, y))) is x * 2
+
+
 def test_dtype_and_arg_constraints():
     pm = PatternMatcher([
         (UPat(Ops.CONST, dtype=dtypes.float32, arg=1.0, name="c"), lambda c: c.const_like(2.0)),

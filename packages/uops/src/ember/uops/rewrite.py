@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import inspect
 import itertools
+import operator
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -138,6 +139,7 @@ class UPat:
 
 
 RuleFn = Callable[..., "UOp | None"]
+_op_of = operator.attrgetter("op")
 
 
 @functools.cache
@@ -158,18 +160,39 @@ class PatternMatcher:
             entry = (pat, fn, _takes_ctx(fn))
             for op in pat.op if pat.op is not None else Ops:
                 self.pdict.setdefault(op, []).append(entry)
+        # the rules that may match a node, by its op and its sources' ops (most rules fail at a source's op: a node
+        # tries only those whose sources' ops fit, with no call of UPat.match for the others); filled as nodes come
+        self._candidates: dict[tuple[Ops, ...], list[tuple[UPat, RuleFn, bool]]] = {}
 
     def __add__(self, other: PatternMatcher) -> PatternMatcher:
         return PatternMatcher(self.rules + other.rules)
 
     def rewrite(self, uop: UOp, ctx: Any = None) -> UOp | None:
         """The result of the first rule that rewrites `uop`, or None."""
-        for pat, fn, has_ctx in self.pdict.get(uop.op, ()):
+        if uop.op not in self.pdict:
+            return None
+        key = (uop.op, *map(_op_of, uop.src))
+        if (rules := self._candidates.get(key)) is None:
+            rules = self._candidates[key] = [e for e in self.pdict[uop.op] if _may_match(e[0], key[1:])]
+        for pat, fn, has_ctx in rules:
             for match in pat.match(uop, {}):
                 ret = fn(**match, ctx=ctx) if has_ctx else fn(**match)
                 if ret is not None and ret is not uop:
                     return ret
         return None
+
+
+def _may_match(pat: UPat, src_ops: tuple[Ops, ...]) -> bool:
+    """False when `pat` cannot match a node (of one of its ops) whose sources have the ops `src_ops`, as UPat.match
+    checks them first (the number of sources, the op of each, in some order of a commutative pattern)."""
+    if (rep := pat._repeat) is not None:
+        return rep.op is None or all(op in rep.op for op in src_ops)
+    if pat.src is None:
+        return True
+    n = len(src_ops)
+    if n < pat._min_len or (n != pat._min_len and not pat.allow_any_len):
+        return False
+    return any(all(src_ops[i] in ops for i, ops in checks) for checks in pat._src_ops)
 
 
 class RewriteLoopError(RuntimeError):
@@ -207,12 +230,17 @@ def graph_rewrite(sink: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: boo
                 if new_n is not n and new_n in replace:
                     replace[n] = replace[new_n]
                     continue
-            on_stack.add(n)
             stack.append((n, 1, new_n))
+            waiting = len(stack)
             for s in reversed(new_n.src):  # (a loop, not a generator: this runs once per node)
                 if s not in replace:
                     stack.append((s, 0, s))
-        elif stage == 1:
+            if len(stack) != waiting:
+                on_stack.add(n)
+                continue
+            stack.pop()  # every source is done (a leaf, a shared node, a rule's result): on to stage 1 at once
+            stage = 1
+        if stage == 1:
             src = tuple(map(replace.__getitem__, new_n.src))
             if src != new_n.src:  # (UOps compare by identity: this is `any(a is not b)`, in C)
                 r: UOp | None = UOp(new_n.op, new_n.dtype, src, new_n.arg, new_n.tag)
@@ -224,6 +252,7 @@ def graph_rewrite(sink: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: boo
                 replace[n] = new_n
                 on_stack.discard(n)
             else:
+                on_stack.add(n)
                 if r in on_stack or (rewrites := rewrites + 1) > limit:
                     _loop_error(name, new_n, r, rewrites > limit, limit)
                 stack.append((n, 2, r))
