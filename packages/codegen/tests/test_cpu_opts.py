@@ -120,7 +120,7 @@ def test_heuristic_register_tile_and_partial_sums():
     assert set(tile) == {0, 1} and tile[1] % 16 == 0 and tile[0] >= 4, tile
     src = to_program(ast, CRenderer()).src
     assert "typedef float v16_float __attribute__((vector_size(64)));" in src
-    assert src.count("v16_float acc") == tile[0] * tile[1] // 16 and "__builtin_memcpy(&data0[" in src
+    assert src.count("v16_float acc") == tile[0] * tile[1] // 16 and "*(v16_float_u*)&data0[" in src
     # both operands contiguous along the reduce (x @ W.T): vector partial sums, several sharing their loads
     ast = matmul_ast(64, 64, 64, b_transposed=True)
     tile = upcasts(ast, hand_coded_opts(ast, CRenderer()))
@@ -141,7 +141,7 @@ def test_heuristic_packs_the_b_panel(run_c, rng, n, k, m, bt):
     panel = re.search(r"float local0\[(\d+)\] __attribute__\(\(aligned\(64\)\)\);", prg.src)
     assert panel and int(panel[1]) % (k * 16) == 0  # the whole reduce, by a tile of vectors
     # the panel is read with vector loads (x @ W.T too: its transpose is done once, by the copy)
-    assert "__builtin_memcpy(&val" in prg.src and "&local0[" in prg.src
+    assert re.search(r"v16_float val\d+ = \*\(const v16_float_u\*\)&local0\[", prg.src)
     a, b, want = reference(n, k, m, bt, rng)
     (out, *_) = run_c(prg, np.zeros((n, m), np.float32), a, b)
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4, err_msg=str(opts))

@@ -1,7 +1,10 @@
 """Renderers as rule tables: a subclass that overrides one rule changes only that op's text; the generic C base renders
 scalar C alone; the vector capabilities on the renderer decide what the lowering vectorizes."""
 
+import ctypes
 import dataclasses
+import math
+import subprocess
 
 import numpy as np
 import pytest
@@ -43,7 +46,8 @@ class MyExp2Renderer(CRenderer):
 def test_a_subclass_overriding_one_rule_changes_only_that_op(run_c, rng):
     ast = exp2_mul_ast(100)
     base, mine = to_program(ast, CRenderer(), []), to_program(ast, MyExp2Renderer(), [])
-    assert "exp2f(" in base.src and mine.src == base.src.replace("exp2f(", "my_exp2(")
+    (head, fn), (my_head, my_fn) = (p.src.split("\nvoid ") for p in (base, mine))  # the prelude, the function
+    assert "exp2f(" in fn and my_head == head and my_fn == fn.replace("exp2f(", "my_exp2(")
     a, b = rng.standard_normal(100, dtype=np.float32), rng.standard_normal(100, dtype=np.float32)
     helper = "#include <math.h>\nstatic float my_exp2(float x) { return exp2f(x); }\n"
     (out, *_) = run_c(dataclasses.replace(mine, src=helper + mine.src), np.zeros(100, np.float32), a, b)
@@ -57,6 +61,31 @@ def test_the_generic_c_base_renders_scalar_c(run_c, rng):
     a, b = rng.standard_normal((7, 33), dtype=np.float32), rng.standard_normal(33, dtype=np.float32)
     (out, *_) = run_c(prg, np.zeros(7, np.float32), a, b)
     np.testing.assert_allclose(out, a @ b, rtol=1e-5, atol=1e-5)
+
+
+def test_the_cpu_prelude_declares_the_math_functions_without_math_h(tmp_path):
+    # the prelude replaces <math.h>: each function of the rules' table is declared (as the compiler's builtin: a
+    # wrong prototype warns), INFINITY and NAN defined; a source that includes <math.h> as well still compiles (the
+    # same definitions), and the values are the library's
+    from ember.codegen.cstyle import _MATH, _PRELUDE
+    two = (Ops.POW, Ops.MOD, Ops.MAX)
+    calls = [f"{fn}({'x, y' if op in two else 'x'})" for op, fns in _MATH.items() for fn in fns]
+    body = "".join(f"  out[{i}] = {c};\n" for i, c in enumerate(calls))
+    src = (f"void f(double* restrict out, double x, double y) {{\n{body}  out[{len(calls)}] = INFINITY;\n"
+           f"  out[{len(calls) + 1}] = NAN;\n}}\n")
+    for head in ("", "#include <math.h>\n"):
+        (tmp_path / "m.c").write_text(head + _PRELUDE + src)
+        subprocess.run(["cc", "-std=c11", "-O1", "-Werror", "-Werror=implicit-function-declaration", "-fPIC",
+                        "-shared", "m.c", "-o", "m.so", "-lm"], cwd=tmp_path, check=True, capture_output=True)
+        out = np.zeros(len(calls) + 2)
+        ctypes.CDLL(str(tmp_path / "m.so")).f(out.ctypes.data_as(ctypes.c_void_p), ctypes.c_double(0.7),
+                                              ctypes.c_double(0.3))
+        x, y = 0.7, 0.3
+        ref = {Ops.EXP2: 2 ** x, Ops.LOG2: math.log2(x), Ops.SIN: math.sin(x), Ops.SQRT: math.sqrt(x), Ops.TRUNC: 0.0,
+               Ops.POW: x ** y, Ops.MOD: math.fmod(x, y), Ops.MAX: max(x, y)}
+        want = [ref[op] for op, fns in _MATH.items() for _ in fns] + [math.inf]
+        np.testing.assert_allclose(out[:-1], want, rtol=1e-6)
+        assert np.isnan(out[-1])
 
 
 def test_an_op_it_has_no_rule_for_is_an_error():
@@ -102,9 +131,10 @@ def test_the_vector_capabilities_drive_vectorization(run_c, rng, ast_fn, shape, 
     # no vector ALU: whatever vectors remain (loads, stores) are computed on lane by lane
     assert not any(f"v16_float_{h}(" in srcs["NoVectorALURenderer"] for h in ("exp2", "max", "sel"))
     if ast_fn is exp2_mul_ast:
-        assert "v16_float_exp2(" in srcs["CRenderer"] and "exp2f(" not in srcs["CRenderer"]
+        fns = {name: src.split("\nvoid ")[1] for name, src in srcs.items()}  # (the prelude declares exp2f)
+        assert "v16_float_exp2(" in fns["CRenderer"] and "exp2f(" not in fns["CRenderer"]
         # exp2 alone lane by lane, the rest still on vectors
-        assert "exp2f(" in srcs["NoVectorExp2Renderer"] and "v16_float" in srcs["NoVectorExp2Renderer"]
+        assert "exp2f(" in fns["NoVectorExp2Renderer"] and "v16_float" in fns["NoVectorExp2Renderer"]
 
 
 def test_the_program_cache_tells_renderers_apart_by_capability(tmp_path, monkeypatch):

@@ -228,9 +228,20 @@ class CStyleLanguage(Renderer):
 
 # *** the CPU: GCC vector extensions, OpenMP, bfloat16 as bits, guarded helpers ***
 
-_PRELUDE = """#include <math.h>
-#ifndef EMB_PRELUDE
+# no <math.h> (parsing it cost every compiler run a few ms): the prelude declares the functions of _MATH itself, and
+# INFINITY and NAN as glibc defines them (an identical redefinition is no error where a source includes it as well)
+_PRELUDE = """#ifndef EMB_PRELUDE
 #define EMB_PRELUDE
+#ifndef INFINITY
+#define INFINITY (__builtin_inff ())
+#endif
+#ifndef NAN
+#define NAN (__builtin_nanf (""))
+#endif
+float exp2f(float); float log2f(float); float sinf(float); float sqrtf(float); float truncf(float);
+float powf(float, float); float fmodf(float, float); float fmaxf(float, float);
+double exp2(double); double log2(double); double sin(double); double sqrt(double); double trunc(double);
+double pow(double, double); double fmod(double, double); double fmax(double, double);
 static inline float emb_maxf(float a, float b) { return (a != a || a > b) ? a : b; }
 static inline double emb_max(double a, double b) { return (a != a || a > b) ? a : b; }
 static inline float emb_bf16_to_f32(unsigned short x) { unsigned int u = (unsigned int)x << 16; float f;
@@ -273,17 +284,21 @@ def vectorize(ctx: RenderContext, x: UOp) -> str:
 
 
 def vector_load(ctx: RenderContext, x: UOp, idx: UOp) -> str | None:
+    # a vector of consecutive elements, unaligned: through the `_u` type of vector_helpers (one statement, where a
+    # zeroed variable and a memcpy into it were three for the compiler to parse and fold)
     if x.dtype.count == 1:
         return None
-    # a vector of consecutive elements, unaligned
-    copy = f"__builtin_memcpy(&{ctx[x]}, &{ctx[idx]}, sizeof({ctx[x]}));"
-    return f"{ctx.ctype(x.dtype)} {ctx[x]} = {{{render_const(0, x.dtype.scalar(), '')}}};\n" + gated(ctx, idx, copy)
+    vt = ctx.ctype(x.dtype)
+    read = f"*(const {vt}_u*)&{ctx[idx]}"
+    if len(idx.src) == 2:
+        return f"{vt} {ctx[x]} = {read};"
+    return f"{vt} {ctx[x]} = {{{render_const(0, x.dtype.scalar(), '')}}};\n" + gated(ctx, idx, f"{ctx[x]} = {read};")
 
 
 def vector_store(ctx: RenderContext, idx: UOp, v: UOp) -> str | None:
     if v.dtype.count == 1:
         return None
-    return gated(ctx, idx, f"{{ {ctx.ctype(v.dtype)} v_ = {ctx[v]}; __builtin_memcpy(&{ctx[idx]}, &v_, sizeof(v_)); }}")
+    return gated(ctx, idx, f"*({ctx.ctype(v.dtype)}_u*)&{ctx[idx]} = {ctx[v]};")
 
 
 def vector_alu(ctx: RenderContext, x: UOp) -> str | None:
@@ -368,7 +383,8 @@ class CRenderer(CStyleLanguage):
         return super().render_dtype(dt)
 
     def vector_helpers(self, dt: DType, typedefs: set[str]) -> str:
-        """The typedef of a vector type and its helpers: broadcast, NaN-propagating max (as emb_maxf), and for float
+        """The typedef of a vector type (and its `_u` twin, unaligned and may-alias, that loads and stores read and
+        write memory through) and its helpers: broadcast, NaN-propagating max (as emb_maxf), and for float
         exp2 (2^round(x) from the exponent bits times a degree-7 Taylor polynomial of 2^f, |f| <= 1/2: relative
         error < 1e-7; 0 below 2^-125, inf from 2^128 on, NaN stays NaN). round(x) comes from adding 1.5 * 2^23 (its
         low bits are then the integer, no float-int conversion); out-of-range lanes compute garbage bits that the
@@ -380,7 +396,9 @@ class CRenderer(CStyleLanguage):
         for t, v in ((st, vt), (ist, it)):  # (an int vector is its own mask type: declared once)
             if v not in typedefs:
                 typedefs.add(v)
-                out += guarded(f"T_{v}", f"typedef {t} {v} __attribute__((vector_size({dt.itemsize})));\n")
+                size, al = dt.itemsize, dt.scalar().itemsize
+                out += guarded(f"T_{v}", f"typedef {t} {v} __attribute__((vector_size({size})));\n"
+                               f"typedef {t} {v}_u __attribute__((vector_size({size}), aligned({al}), may_alias));\n")
         helpers = (f"static inline {vt} {vt}_bcast({st} x) {{ return ({vt}){{{', '.join(['x'] * n)}}}; }}\n"
                    f"static inline {vt} {vt}_sel({it} m, {vt} a, {vt} b) {{ "
                    f"return ({vt})((m & ({it})a) | (~m & ({it})b)); }}\n"
