@@ -95,9 +95,10 @@ def scalar_constants(ast: UOp) -> tuple[UOp, tuple[UOp, ...], tuple[int, ...]]:
     """The kernel's scalar constants (a Python number such as the 0.37 of `x * 0.37`: floats of 32 bits or less, ints
     that fit 32 bits), in graph order, with their argument values; and the kernel's family: the AST with every one
     of them made an argument. Kernels that differ only in such constants are one family."""
-    consts = tuple(u for u in ast.toposort() if u.op is Ops.CONST and _argument_value(u) is not None)
+    found = [(u, v) for u in ast.toposort() if u.op is Ops.CONST and (v := _argument_value(u)) is not None]
+    consts = tuple(u for u, _ in found)
     family = lift_scalars(ast, consts, range(len(consts)))[0] if consts else ast
-    return family, consts, tuple(_argument_value(u) or 0 for u in consts)
+    return family, consts, tuple(v for _, v in found)
 
 
 def lift_scalars(ast: UOp, consts: tuple[UOp, ...], positions: Iterable[int]) -> tuple[UOp, dict[int, UOp]]:

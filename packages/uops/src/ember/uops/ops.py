@@ -464,6 +464,8 @@ def _infer_shape(u: UOp) -> Shape | None:
         return shp.reduce_shape(s, u.arg[1])
     if op in GroupOp.ALU or op in (Ops.CAST, Ops.ASSIGN):
         shapes = [s.shape for s in u.src if s.shape is not None]
+        if all(s == shapes[0] for s in shapes):  # (the usual case; UOp sizes compare by identity)
+            return shapes[0] if shapes else None
         if any(len(s) != len(shapes[0]) or not all(shp.sint_eq(a, b) for a, b in zip(s, shapes[0])) for s in shapes):
             raise ValueError(f"{op.name}: source shapes {' and '.join(str(s) for s in shapes)} differ "
                              "(broadcast them explicitly with reshape/expand)")
