@@ -4,6 +4,7 @@ compiles of a schedule (parallel, each source once)."""
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -211,6 +212,38 @@ def test_a_realize_of_many_kernels_compiles_in_batches(tmp_path, monkeypatch, wo
     finally:
         eng.close()
     assert eng.pools == {}
+
+
+def test_helpers_build_kernels_while_the_schedule_is_still_made(tmp_path, monkeypatch):
+    # the schedule hands the engine each kernel as it makes it: from the POOL_MIN_KERNELS-th on a helper builds them
+    # while the rest is scheduled (the one core scheduling leaves the others idle), before the engine's own codegen
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("CODEGEN_WORKERS", "1")
+    real, seen = engine.schedule, {}
+
+    def spy(sink, hold, on_item):
+        sched = real(sink, hold=hold, on_item=on_item)
+        build = on_item.__self__
+        seen["helpers"] = build.helpers is not None
+        deadline = time.monotonic() + 60
+        while not build.todo and time.monotonic() < deadline:  # (the helper's first program; none is built here yet)
+            time.sleep(0.01)
+        seen["built"] = len(build.todo)
+        return sched
+
+    monkeypatch.setattr(engine, "schedule", spy)
+    rng = np.random.default_rng(5)
+    xs = [rng.standard_normal((3 + i, 41), dtype=np.float32) for i in range(engine.POOL_MIN_KERNELS + 4)]
+    outs = [(Tensor(v) * 1.0078125).exp().sum(1) for v in xs]
+    eng = engine.Engine()
+    try:
+        becomes = eng.realize_uops([o.uop for o in outs], frozenset())
+        assert seen["helpers"] and seen["built"] >= 1
+        assert len(eng.kernels) == len(xs)
+        for o, v in zip(outs, xs):
+            np.testing.assert_allclose(engine.copyout(becomes[o.uop]), np.exp(v * 1.0078125).sum(1), rtol=1e-5)
+    finally:
+        eng.close()
 
 
 @pytest.mark.parametrize("value", ["two", "-1"])

@@ -1,6 +1,7 @@
 """CodegenPool: programs built in helper processes are the programs built here; what a worker cannot build comes
 back to the caller."""
 
+import time
 from collections import deque
 
 import pytest
@@ -99,3 +100,16 @@ def test_a_worker_imports_what_the_caller_can(pool, tmp_path, monkeypatch):
 
     done, returned = run(pool, [(8, 24)], lambda s: (matvec_ast(*s), MyRenderer(), None))
     assert returned == [] and done[(8, 24)].src == to_program(matvec_ast(8, 24), MyRenderer()).src
+
+
+def test_an_open_drain_waits_for_work_put_after_it_started(pool):
+    done = {}
+    handle = pool.drain(deque(), lambda s: (matvec_ast(*s), CRenderer(), None),
+                        lambda item, spec: done.__setitem__(item, spec), more=True)
+    time.sleep(0.05)  # the threads found nothing and wait
+    shapes = [(16, 8), (24, 8), (32, 8)]
+    for s in shapes:
+        handle.put(s)
+    handle.close()
+    assert handle.join() == [] and set(done) == set(shapes)
+    assert all(t.is_alive() is False for t in handle.threads)

@@ -13,6 +13,9 @@ in the caller's process, with its traceback.
     handle = pool.drain(work, lambda key: (key.ast, renderer, None), on_done)   # threads pull from work's right end
     while work: on_done(key := work.popleft(), build_here(key))                 # the caller from its left end
     for key in handle.join(): on_done(key, build_here(key))                     # what the workers gave back
+
+A drain opened with `more=True` waits for work still to come (`put`), until `close()`: the helpers build the kernels a
+schedule has made while it makes the rest.
 """
 
 from __future__ import annotations
@@ -98,24 +101,41 @@ class _Worker:
 
 
 class Drain(Generic[T]):
-    """Threads that pull work items until the work is gone; `join()` waits and returns the items given back."""
+    """Threads that pull work items until the work is gone (with `more`: gone and closed); `join()` waits and returns
+    the items given back."""
 
     def __init__(self, workers: list[_Worker], work: deque[T],
                  request: Callable[[T], tuple[UOp, Renderer, list[Opt] | None]],
-                 done: Callable[[T, ProgramSpec], None]):
+                 done: Callable[[T, ProgramSpec], None], more: bool = False):
         self.returned: list[T] = []
-        self.threads = [threading.Thread(target=self._pull, args=(w, work, request, done), daemon=True)
-                        for w in workers]
+        self.work, self.more = work, more
+        self.cond = threading.Condition()
+        self.threads = [threading.Thread(target=self._pull, args=(w, request, done), daemon=True) for w in workers]
         for t in self.threads:
             t.start()
 
-    def _pull(self, worker: _Worker, work: deque[T], request: Callable[[T], tuple[UOp, Renderer, list[Opt] | None]],
+    def put(self, item: T) -> None:
+        """Add an item to the work (at its right end: the threads take it next)."""
+        with self.cond:
+            self.work.append(item)
+            self.cond.notify()
+
+    def close(self) -> None:
+        """No more `put`s: the threads stop once the work is gone."""
+        with self.cond:
+            self.more = False
+            self.cond.notify_all()
+
+    def _pull(self, worker: _Worker, request: Callable[[T], tuple[UOp, Renderer, list[Opt] | None]],
               done: Callable[[T, ProgramSpec], None]) -> None:
         while True:
-            try:
-                item = work.pop()
-            except IndexError:
-                return
+            with self.cond:
+                while not self.work and self.more:
+                    self.cond.wait()
+                try:
+                    item = self.work.pop()
+                except IndexError:
+                    return
             spec = worker.build(*request(item))
             if spec is None:
                 self.returned.append(item)
@@ -123,6 +143,7 @@ class Drain(Generic[T]):
                 done(item, spec)
 
     def join(self) -> list[T]:
+        self.close()
         for t in self.threads:
             t.join()
         return self.returned
@@ -139,9 +160,10 @@ class CodegenPool:
         atexit.register(self.close)
 
     def drain(self, work: deque[T], request: Callable[[T], tuple[UOp, Renderer, list[Opt] | None]],
-              done: Callable[[T, ProgramSpec], None]) -> Drain[T]:
-        """Build programs for the items of `work`, taken from its right end while any are left: `request(item)` is
-        the (ast, renderer, opts) of an item, `done(item, spec)` is called (from a pool thread) with each program."""
+              done: Callable[[T, ProgramSpec], None], more: bool = False) -> Drain[T]:
+        """Build programs for the items of `work`, taken from its right end while any are left (with `more`: and
+        waiting for the Drain's `put`s until its `close`): `request(item)` is the (ast, renderer, opts) of an item,
+        `done(item, spec)` is called (from a pool thread) with each program."""
         with self.lock:
             if not self.workers and not self.failed:
                 try:
@@ -150,7 +172,7 @@ class CodegenPool:
                     self.failed = True
                     warnings.warn(f"CodegenPool: cannot start a worker ({e}); building programs in this process",
                                   stacklevel=2)
-        return Drain(self.workers, work, request, done)
+        return Drain(self.workers, work, request, done, more)
 
     def close(self) -> None:
         """Stop the workers (a later `drain` starts new ones)."""

@@ -3,6 +3,7 @@ planning)."""
 
 __version__ = "0.6.0"
 
+from collections.abc import Callable  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
 
 from ember.schedule.allreduce import allreduce, allreduce_strategy  # noqa: E402
@@ -90,22 +91,25 @@ def _kernel_item(u: UOp, buffers: dict[UOp, UOp]) -> ExecItem:
     return ExecItem(item.ast, tuple(real[b] for b in item.bufs))
 
 
-def schedule(sink: UOp, hold: frozenset[UOp] = frozenset()) -> Schedule:
+def schedule(sink: UOp, hold: frozenset[UOp] = frozenset(),
+             on_item: Callable[[ExecItem], None] | None = None) -> Schedule:
     """Schedule the tensors in `sink` (a SINK of tensor UOps). Tensors in `hold` (still referenced by the user) keep
     their buffers; other intermediates may share storage. A value on several devices (MSTACK) becomes an MSTACK of
-    the buffers of its parts."""
+    the buffers of its parts. `on_item` is called with each kernel's ExecItem as soon as it is made (before the
+    memory plan: its ast is final, its buffers are not), so that a caller can build programs while the rest is
+    scheduled."""
     if sink.op is not Ops.SINK:
         raise ValueError(f"schedule: expected a SINK of tensors, got {sink.op}")
     if settings.SPEC.value:
         verify(sink, "tensor")
     if not is_multi(sink):
-        return _schedule(sink, hold)
+        return _schedule(sink, hold, on_item)
     # the multi stage: one graph per device; what each given (or held) value became is the MSTACK of its parts'
     multi: dict[UOp, UOp] = {}
     per_device = graph_rewrite(sink, pm_multi, memo=multi, name="multi")
     parts = [p for s in per_device.src for p in (s.src if s.op is Ops.MSTACK else (s,))]
     held = hold | {p for h in hold if (m := multi.get(h)) is not None and m.op is Ops.MSTACK for p in m.src}
-    sched = _schedule(UOp.sink(*parts), frozenset(held))
+    sched = _schedule(UOp.sink(*parts), frozenset(held), on_item)
     for orig in (*sink.src, *hold):
         if (new := multi.get(orig)) is None or orig in sched.becomes:
             continue
@@ -116,7 +120,7 @@ def schedule(sink: UOp, hold: frozenset[UOp] = frozenset()) -> Schedule:
     return sched
 
 
-def _schedule(sink: UOp, hold: frozenset[UOp]) -> Schedule:
+def _schedule(sink: UOp, hold: frozenset[UOp], on_item: Callable[[ExecItem], None] | None = None) -> Schedule:
     given = sink
     sink, fixed = fix_assign_hazards(sink)
     sink = rewrite_softmax_grad_rows(sink)  # (attention.py: the backward reads the forward's output)
@@ -137,6 +141,8 @@ def _schedule(sink: UOp, hold: frozenset[UOp]) -> Schedule:
             items.append(copy_item(buffers[u], buffer_of(src) if is_buffer_view(src) else buffers[src]))
         else:
             items.append(_kernel_item(u, buffers))
+            if on_item is not None:
+                on_item(items[-1])
     # what the caller can see: outputs, held tensors and assigns keep their buffers; the rest may be reused
     outputs = {strip_detach(s) for s in sink.src}
     becomes = {u: (u.src[0] if u.op is Ops.ASSIGN else buffers[u].reshape(u.shape))

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ember.codegen import CodegenPool, ProgramSpec, beam_search, cached_program, load_program
+from ember.codegen.pool import Drain
 from ember.runtime import Buffer, CompileQueue, Device, time_program
 from ember.schedule import ExecItem, Schedule, schedule
 from ember.uops import Ops, UOp, dtypes, settings, to_numpy_dtype
@@ -227,66 +228,22 @@ class Engine:
         return shared if (shared := self._shared(ast, device)) is not None else \
             CompiledKernel(device, codegen(ast, device))
 
-    def prepare_kernels(self, sched: Schedule) -> None:
-        """Codegen every kernel of a schedule that is not compiled yet, here and in helper processes
-        (`CODEGEN_WORKERS`; not with BEAM, which times candidates on this process's device), each source handed to the
-        compile queue as soon as it is rendered: the compiles overlap the codegen of the next kernels and release the
-        GIL; identical sources compile once. A program read back from the disk cache is not rendered when its library
-        is found by its `src_key`."""
-        pending = [(item.ast, item.bufs[0].device) for item in sched.items if item.ast.op is not Ops.COPY]
-        pending = [key for key in dict.fromkeys(pending) if key not in self.kernels]
-        pending = [key for key in pending if self._shared(*key) is None]  # (the others run a family's program)
-        if len(pending) < 2:
-            return
-        todo: dict[tuple[UOp, str], tuple[ProgramSpec, Future[bytes]]] = {}
-        libs: dict[tuple[str, str, str], Future[bytes]] = {}  # by device and source (or the key that names it)
-        lock = threading.Lock()
-        queue = CompileQueue(workers=settings.usable_cores())  # (a cpuset or container quota: fewer compilers)
-
-        def built(key: tuple[UOp, str], spec: ProgramSpec) -> None:
-            ident = (key[1], "key", spec.src_key) if spec.src_key is not None else (key[1], "src", spec.src)
-            with lock:
-                if ident not in libs:
-                    libs[ident] = queue.submit(key[1], spec.name, lambda: spec.src, spec.src_key)
-                todo[key] = (spec, libs[ident])
-
-        helpers = None
-        work: deque[tuple[UOp, str]] = deque()
-        try:
-            searching = settings.BEAM.value > 0  # (BEAM's opts come from timing on this process's device: built here)
-            for key in pending:  # programs on disk are read here: only the others are worth a helper's round trip
-                if not searching and (spec := load_program(key[0], Device[key[1]].renderer)) is not None:
-                    built(key, spec)
-                else:
-                    work.append(key)
-            if len(work) >= POOL_MIN_KERNELS and not searching and (n := settings.CODEGEN_WORKERS.value) > 0:
-                if (pool := self.pools.get(n)) is None:
-                    pool = self.pools[n] = CodegenPool(n)
-                helpers = pool.drain(work, lambda key: (key[0], Device[key[1]].renderer, None), built)
-            while True:
-                try:
-                    key = work.popleft()
-                except IndexError:
-                    break
-                built(key, codegen(key[0], key[1]))
-            for key in helpers.join() if helpers is not None else ():  # what a helper could not build
-                built(key, codegen(key[0], key[1]))
-        finally:
-            work.clear()  # (after an error: the helpers stop after the kernel they are on)
-            if helpers is not None:
-                helpers.join()
-            queue.close()
-        for (ast, dev), (spec, lib) in todo.items():
-            self.kernels[(ast, dev)] = CompiledKernel(dev, spec, lib.result())
+    def prepare_kernels(self, sched: Schedule, build: KernelBuild | None = None) -> None:
+        """Codegen and compile every kernel of a schedule that is not compiled yet (`KernelBuild`; `build`: the one
+        that already had the kernels the schedule made as it made them)."""
+        build = build if build is not None else KernelBuild(self)
+        for item in sched.items:
+            build.add(item)
+        build.finish()
 
     def run_schedule(self, sched: Schedule, var_vals: dict[UOp, int] | None = None,
-                     capture: Capture | None = None) -> None:
+                     capture: Capture | None = None, build: KernelBuild | None = None) -> None:
         """Run every ExecItem in order, each launch recorded in `capture` when one is given (DEBUG>=2 prints each
-        kernel with its time)."""
+        kernel with its time). `build`: the programs started while the schedule was made (`realize_uops`)."""
         for item in sched.items:  # (memory first: a device may ready it in the background while programs are built)
             for b in item.bufs:
                 buffer_for(b)
-        self.prepare_kernels(sched)
+        self.prepare_kernels(sched, build)
         verbose = settings.DEBUG.value >= 2
         for i, item in enumerate(sched.items):
             if item.ast.op is Ops.COPY:
@@ -315,11 +272,15 @@ class Engine:
         returns what each realized tensor UOp became."""
         start = time.perf_counter()
         with gc_paused():
-            sched = schedule(UOp.sink(*uops), hold=hold)
-            self.schedule_count += 1
-            if settings.DEBUG.value >= 2:
-                print(f"scheduled {len(sched.items)} items in {(time.perf_counter() - start) * 1e3:.2f} ms")
-            self.run_schedule(sched, capture=capture if capture is not None else self._capture)
+            build = KernelBuild(self)  # (the codegen helpers start on the kernels made first while the rest is made)
+            try:
+                sched = schedule(UOp.sink(*uops), hold=hold, on_item=build.add)
+                self.schedule_count += 1
+                if settings.DEBUG.value >= 2:
+                    print(f"scheduled {len(sched.items)} items in {(time.perf_counter() - start) * 1e3:.2f} ms")
+                self.run_schedule(sched, capture=capture if capture is not None else self._capture, build=build)
+            finally:
+                build.abandon()  # (after an error before the build finished: its helpers and compiles stop)
         return sched.becomes
 
     @contextmanager
@@ -338,6 +299,100 @@ class Engine:
         for pool in self.pools.values():
             pool.close()
         self.pools.clear()
+
+
+
+class KernelBuild:
+    """The programs of a schedule's kernels that are not compiled yet: each program read from the disk cache or built
+    by codegen, here and in helper processes (`CODEGEN_WORKERS`; not with BEAM, which times candidates on this
+    process's device), its source handed to a compile queue as soon as it is rendered (the compiles overlap the
+    codegen of the next kernels and release the GIL; identical sources compile once; a program read back from disk is
+    not rendered when its library is found by its `src_key`).
+
+    `add` takes the kernels one by one, also while the schedule is still being made (its `on_item`): from the
+    POOL_MIN_KERNELS-th kernel to build on, the helpers build them as they come, on the cores the scheduling (one
+    thread) leaves idle. `finish` builds the rest here, beside the helpers, waits for the compiles and hands the
+    engine its kernels; `abandon` stops the helpers and the compiles after an error."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.seen: set[tuple[UOp, str]] = set()
+        self.pending = 0  # kernels of the schedule to be compiled (with a program of their own)
+        self.todo: dict[tuple[UOp, str], tuple[ProgramSpec, Future[bytes]]] = {}
+        self.libs: dict[tuple[str, str, str], Future[bytes]] = {}  # by device and source (or the key that names it)
+        self.lock = threading.Lock()
+        self.queue: CompileQueue | None = None
+        self.loaded: list[tuple[tuple[UOp, str], ProgramSpec]] = []  # programs read from disk (compiled in finish)
+        self.work: deque[tuple[UOp, str]] = deque()
+        self.helpers: Drain[tuple[UOp, str]] | None = None
+        self.searching = settings.BEAM.value > 0  # (BEAM's opts come from timing on this process's device: built here)
+
+    def add(self, item: ExecItem) -> None:
+        """A kernel of the schedule (a copy, a kernel compiled already or by this build, or one that runs a program
+        of its scalar family: nothing to do)."""
+        if item.ast.op is Ops.COPY:
+            return
+        key = (item.ast, item.bufs[0].device)
+        if key in self.seen or key in self.engine.kernels:
+            return
+        self.seen.add(key)
+        if self.engine._shared(*key) is not None:  # (it runs its family's program)
+            return
+        self.pending += 1
+        # programs on disk are read here: only the others are worth a helper's round trip
+        if not self.searching and (spec := load_program(key[0], Device[key[1]].renderer)) is not None:
+            self.loaded.append((key, spec))
+        elif self.helpers is not None:
+            self.helpers.put(key)
+        else:
+            self.work.append(key)
+            if len(self.work) >= POOL_MIN_KERNELS and not self.searching and \
+                    (n := settings.CODEGEN_WORKERS.value) > 0:
+                if (pool := self.engine.pools.get(n)) is None:
+                    pool = self.engine.pools[n] = CodegenPool(n)
+                self.helpers = pool.drain(self.work, lambda key: (key[0], Device[key[1]].renderer, None), self.built,
+                                          more=True)
+
+    def built(self, key: tuple[UOp, str], spec: ProgramSpec) -> None:
+        """A kernel's program (from any thread): its source goes to the compile queue."""
+        ident = (key[1], "key", spec.src_key) if spec.src_key is not None else (key[1], "src", spec.src)
+        with self.lock:
+            if self.queue is None:  # (a cpuset or container quota: fewer compilers)
+                self.queue = CompileQueue(workers=settings.usable_cores())
+            if ident not in self.libs:
+                self.libs[ident] = self.queue.submit(key[1], spec.name, lambda: spec.src, spec.src_key)
+            self.todo[key] = (spec, self.libs[ident])
+
+    def finish(self) -> None:
+        """Build what is left, wait for the helpers and the compiles, and give the engine its kernels. With fewer
+        than 2 kernels to compile nothing is done here: the engine builds one when it runs it."""
+        if self.pending < 2 and self.helpers is None:
+            return
+        try:
+            if self.helpers is not None:
+                self.helpers.close()
+            for key, spec in self.loaded:
+                self.built(key, spec)
+            while True:
+                try:
+                    key = self.work.popleft()
+                except IndexError:
+                    break
+                self.built(key, codegen(key[0], key[1]))
+            for key in self.helpers.join() if self.helpers is not None else ():  # what a helper could not build
+                self.built(key, codegen(key[0], key[1]))
+        finally:
+            self.abandon()
+        for (ast, dev), (spec, lib) in self.todo.items():
+            self.engine.kernels[(ast, dev)] = CompiledKernel(dev, spec, lib.result())
+
+    def abandon(self) -> None:
+        """Stop the helpers (after the kernel each is on) and finish the compiles (idempotent)."""
+        self.work.clear()
+        if self.helpers is not None:
+            self.helpers.join()
+        if self.queue is not None:
+            self.queue.close()
 
 
 ENGINE = Engine()  # the process's engine: every realize and capture goes through it
