@@ -351,6 +351,13 @@ pm_index_terms = PatternMatcher([
 ])
 
 
+@functools.cache
+def pm_index_terms_decompose(via_float32: tuple[DType, ...]) -> PatternMatcher:
+    """Index terms and decompose in one walk of the lowered kernel: their rules rewrite index math and the math of
+    `via_float32` dtypes, apart (neither makes a node the other rewrites), so one walk gives what the two gave."""
+    return pm_index_terms + pm_decompose(via_float32)
+
+
 # the copies an expansion makes differ in constants: folding those and the divisions they feed is all they need
 # (the kernel had the whole symbolic pass before; over all the copies its term rules cost twice the expansion)
 pm_lower_expand = pm_sort_ends + pm_expand + symbolic_simple + pm_divmod
@@ -385,6 +392,5 @@ def lower(ast: UOp, renderer: Renderer | None = None) -> UOp:
     if renderer.has_local:
         sink = graph_rewrite(sink, pm_wmma_accumulate, name="wmma accumulate")
         sink = gpu_dims(sink, renderer)
-    sink = graph_rewrite(sink, pm_index_terms, name="index terms")
-    sink = graph_rewrite(sink, pm_decompose(renderer.compute_via_float32), name="decompose")
+    sink = graph_rewrite(sink, pm_index_terms_decompose(renderer.compute_via_float32), name="index terms, decompose")
     return sink
