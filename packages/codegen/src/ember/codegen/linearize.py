@@ -11,13 +11,17 @@ import heapq
 from ember.uops import Ops, UOp, dtypes
 
 _STRUCTURAL = (Ops.SINK, Ops.END)  # kept in the graph for ordering, not emitted as such
+_NO_RANGES: frozenset[UOp] = frozenset()
 
 
 def open_range_sets(nodes: list[UOp]) -> dict[UOp, frozenset[UOp]]:
     """For each node (sources first), the RANGEs it depends on that no END below it has closed."""
     rs: dict[UOp, frozenset[UOp]] = {}
     for n in nodes:
-        s = frozenset().union(*(rs[x] for x in n.src)) if n.src else frozenset()
+        s = rs[n.src[0]] if n.src else _NO_RANGES
+        for x in n.src[1:]:  # (most nodes open no range their first source has not: its set, no new one)
+            if (t := rs[x]) is not s and not t <= s:
+                s = s | t
         if n.op is Ops.RANGE:
             s = s | {n}
         elif n.op is Ops.END:
@@ -37,7 +41,7 @@ def linearize(sink: UOp) -> tuple[UOp, ...]:
     depth: dict[UOp | None, int] = {None: -1}
 
     def deepest(ranges: frozenset[UOp]) -> UOp | None:
-        return max(ranges, key=lambda r: depth[r], default=None)
+        return max(ranges, key=depth.__getitem__, default=None)
 
     for e in reversed([n for n in nodes if n.op is Ops.END]):
         outer = deepest(rs[e])
@@ -48,7 +52,15 @@ def linearize(sink: UOp) -> tuple[UOp, ...]:
             outer = r
     if missing := [n for n in nodes if n.op is Ops.RANGE and n not in parent]:
         raise AssertionError(f"linearize: ranges {[r.arg for r in missing]} are never closed by an END")
-    place = {n: (n if n.op is Ops.RANGE else deepest(rs[n])) for n in nodes}
+    place: dict[UOp, UOp | None] = {}
+    innermost: dict[frozenset[UOp], UOp | None] = {}  # (nodes share their sets: each one's deepest range once)
+    for n in nodes:
+        if n.op is Ops.RANGE:
+            place[n] = n
+        elif (r := rs[n]) in innermost:
+            place[n] = innermost[r]
+        else:
+            place[n] = innermost[r] = deepest(r)
 
     # each edge n -> s orders two items of one loop body: those that hold n and s in the innermost loop holding both
     # (one climb of the loop tree per edge; below that loop s is outside, above it both are in one item)
@@ -85,7 +97,7 @@ def linearize(sink: UOp) -> tuple[UOp, ...]:
             for d in ds:
                 users[d].append(it)
         remaining = {it: len(ds) for it, ds in deps.items()}
-        heap = [(position[it], it.op.value, id(it), it) for it, c in remaining.items() if c == 0]
+        heap = [(position[it], it) for it, c in remaining.items() if c == 0]  # (positions are unique)
         heapq.heapify(heap)
         done = 0
         while heap:
@@ -100,7 +112,7 @@ def linearize(sink: UOp) -> tuple[UOp, ...]:
             for u in users[it]:
                 remaining[u] -= 1
                 if remaining[u] == 0:
-                    heapq.heappush(heap, (position[u], u.op.value, id(u), u))
+                    heapq.heappush(heap, (position[u], u))
         if done != len(items):
             raise AssertionError("linearize: the loop body has a dependency cycle")
 
