@@ -168,9 +168,11 @@ def realize_map(sink: UOp) -> set[UOp]:
             src = u.src[0]
             while (src.op in GroupOp.Movement or src.op is Ops.DETACH) and src not in realized:
                 src = src.src[0]
+            if src in realized or src in recomputed:  # (first: the walks below are the costly part of this rule)
+                continue
             wide = bool(src.shape) and prod(u.shape) >= BROADCAST_STORE * prod(src.shape) and \
                 prod(src.shape) <= _elements_read(src, realized)
-            if src not in realized and src not in recomputed and _costly(src, realized, any_alu=wide):
+            if _costly(src, realized, any_alu=wide):
                 realized.add(src)
     # a DETACH is its source's value: realizing it realizes the source (unless that already lives in a buffer)
     return {s for u in realized if not is_buffer_view(s := strip_detach(u)) and s.op is not Ops.CONST}
