@@ -2,6 +2,7 @@
 
 import os
 import pickle
+import shutil
 import stat
 import subprocess
 import sys
@@ -125,6 +126,20 @@ def test_a_folder_of_another_user_is_refused(cache_root, monkeypatch):
     with pytest.raises(files.UnsafeFolderError, match="not by this user"):
         files.make_private_folder(cache_root)
     with pytest.warns(UserWarning, match="not by this user"):
+        assert files.cache_folder("compile") is None
+
+
+def test_a_folder_checked_once_is_checked_again_at_each_use(cache_root):
+    folder = files.cache_folder("compile")
+    assert files.cache_folder("compile") == folder  # (the remembered folder)
+    shutil.rmtree(folder)
+    assert files.cache_folder("compile") == folder and folder.is_dir() and mode(folder) == 0o700  # made again
+    os.chmod(folder, 0o777)
+    with pytest.warns(UserWarning, match="writable by group or others"):
+        assert files.cache_folder("compile") is None
+    os.chmod(folder, 0o700)
+    os.chmod(cache_root, 0o777)
+    with pytest.warns(UserWarning, match="writable by group or others"):
         assert files.cache_folder("compile") is None
 
 

@@ -82,6 +82,9 @@ def make_private_folder(path: str | os.PathLike[str]) -> Path:
 _warned: set[str] = set()
 _warned_lock = threading.Lock()
 _swept: set[Path] = set()  # cache folders this process has removed stale temps from
+# cache_folder's folders (and their roots) once made and checked, by the setting and name that gave them: a later call
+# checks the two again (the same checks, from one stat each) instead of walking and making the path
+_checked: dict[tuple[str, str, str | None], tuple[Path, Path]] = {}
 
 
 def _warn_once(where: str, message: str) -> None:
@@ -96,6 +99,15 @@ def cache_folder(name: str) -> Path | None:
     """The folder of cache `name` under `cache_root()` (`EMBER_CACHE_DIR`, default ~/.cache/ember), made private if
     missing; None, with a warning, when the root or the folder is refused (see make_private_folder) or cannot be made:
     the caller then works without that cache. The first use in a process removes the temps killed writers left."""
+    raw = settings.EMBER_CACHE_DIR.value
+    key = (raw, name, os.environ.get("HOME") if raw.startswith("~") else None)
+    if (known := _checked.get(key)) is not None:  # (a warm first step asks ~130 times: two stats, not the whole way)
+        try:
+            _check_private(known[0])
+            _check_private(known[1])
+            return known[1]
+        except OSError:  # removed or changed since: made and checked again below
+            _checked.pop(key, None)
     root = settings.cache_root()
     try:
         make_private_folder(root)
@@ -104,6 +116,7 @@ def cache_folder(name: str) -> Path | None:
         _warn_once(f"{root / name} {e}", f"ember cache: cannot write or trust {root / name} ({e}); running without "
                                      "this cache")
         return None
+    _checked[key] = (root, folder)
     with _warned_lock:
         first_use = folder not in _swept
         _swept.add(folder)
