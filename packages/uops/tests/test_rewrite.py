@@ -59,6 +59,17 @@ def test_rules_by_source_ops():
         assert pm.rewrite(UOp(Ops.ADD, dtypes.index, (x * 2, y, y))) is x * 2
 
 
+def test_rules_by_dtype():
+    # nodes of one op and sources' ops but other dtypes find their own rules (vectors by their scalar type)
+    pm = PatternMatcher([(UPat(Ops.NEG, dtype=dtypes.float32, name="n"), lambda n: n.src[0])])
+    f, h = UOp.const(dtypes.float32, 2.0), UOp.const(dtypes.float16, 2.0)
+    for _ in range(2):
+        assert pm.rewrite(UOp(Ops.NEG, dtypes.float16, (h,))) is None
+        assert pm.rewrite(UOp(Ops.NEG, dtypes.float32, (f,))) is f
+        v = UOp(Ops.VECTORIZE, dtypes.float32.vec(2), (f, f))
+        assert pm.rewrite(UOp(Ops.NEG, dtypes.float32.vec(2), (v,))) is v
+
+
 def test_dtype_and_arg_constraints():
     pm = PatternMatcher([
         (UPat(Ops.CONST, dtype=dtypes.float32, arg=1.0, name="c"), lambda c: c.const_like(2.0)),

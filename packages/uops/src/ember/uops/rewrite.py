@@ -113,7 +113,9 @@ class UPat:
                         return []
             stores = [store]
             for s in uop.src:
-                stores = [m for st in stores for m in rep.match(s, st)]
+                # (one binding so far, nearly always: its matches as they are, no list built around them)
+                stores = rep.match(s, stores[0]) if len(stores) == 1 else \
+                    [m for st in stores for m in rep.match(s, st)]
                 if not stores:
                     return []
             return stores
@@ -131,7 +133,8 @@ class UPat:
             else:
                 stores = [store.copy()] if len(self.src) > 1 else [store]
                 for p, s in zip(pats, uop.src):
-                    stores = [m for st in stores for m in p.match(s, st)]
+                    stores = p.match(s, stores[0]) if len(stores) == 1 else \
+                        [m for st in stores for m in p.match(s, st)]
                     if not stores:
                         break
                 ret.extend(stores)
@@ -160,9 +163,10 @@ class PatternMatcher:
             entry = (pat, fn, _takes_ctx(fn))
             for op in pat.op if pat.op is not None else Ops:
                 self.pdict.setdefault(op, []).append(entry)
-        # the rules that may match a node, by its op and its sources' ops (most rules fail at a source's op: a node
-        # tries only those whose sources' ops fit, with no call of UPat.match for the others); filled as nodes come
-        self._candidates: dict[tuple[Ops, ...], list[tuple[UPat, RuleFn, bool]]] = {}
+        # the rules that may match a node, by its op, its dtype and its sources' ops (most rules fail at a source's op
+        # or the dtype: a node tries only those that fit, with no call of UPat.match for the others); filled as nodes
+        # come
+        self._candidates: dict[tuple[Any, ...], list[tuple[UPat, RuleFn, bool]]] = {}
 
     def __add__(self, other: PatternMatcher) -> PatternMatcher:
         return PatternMatcher(self.rules + other.rules)
@@ -171,9 +175,9 @@ class PatternMatcher:
         """The result of the first rule that rewrites `uop`, or None."""
         if uop.op not in self.pdict:
             return None
-        key = (uop.op, *map(_op_of, uop.src))
+        key = (uop.op, uop.dtype, *map(_op_of, uop.src))
         if (rules := self._candidates.get(key)) is None:
-            rules = self._candidates[key] = [e for e in self.pdict[uop.op] if _may_match(e[0], key[1:])]
+            rules = self._candidates[key] = [e for e in self.pdict[uop.op] if _may_match(e[0], uop.dtype, key[2:])]
         for pat, fn, has_ctx in rules:
             for match in pat.match(uop, {}):
                 ret = fn(**match, ctx=ctx) if has_ctx else fn(**match)
@@ -182,9 +186,12 @@ class PatternMatcher:
         return None
 
 
-def _may_match(pat: UPat, src_ops: tuple[Ops, ...]) -> bool:
-    """False when `pat` cannot match a node (of one of its ops) whose sources have the ops `src_ops`, as UPat.match
-    checks them first (the number of sources, the op of each, in some order of a commutative pattern)."""
+def _may_match(pat: UPat, dtype: DType, src_ops: tuple[Ops, ...]) -> bool:
+    """False when `pat` cannot match a node (of one of its ops) of `dtype` whose sources have the ops `src_ops`, as
+    UPat.match checks them first (the dtype, the number of sources, the op of each, in some order of a commutative
+    pattern)."""
+    if pat.dtype is not None and dtype not in pat.dtype and dtype.scalar() not in pat.dtype:
+        return False
     if (rep := pat._repeat) is not None:
         return rep.op is None or all(op in rep.op for op in src_ops)
     if pat.src is None:
@@ -216,36 +223,38 @@ def graph_rewrite(sink: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: boo
     on_stack: set[UOp] = set()  # nodes whose result is still being computed
     stack: list[tuple[UOp, int, UOp]] = [(sink, 0, sink)]
     rewrites = 0
+    # (the methods called once or twice per node, looked up once)
+    push, pop, result, rewrite = stack.append, stack.pop, replace.__getitem__, pm.rewrite
     while stack:
-        n, stage, new_n = stack.pop()
+        n, stage, new_n = pop()
         if n in replace:
             continue
         if stage == 0:
             if bottom_up:
                 seen = {new_n}
-                while (r := pm.rewrite(new_n, ctx)) is not None:
+                while (r := rewrite(new_n, ctx)) is not None:
                     if r in seen or (rewrites := rewrites + 1) > limit:
                         _loop_error(name, new_n, r, rewrites > limit, limit)
                     seen.add(new_n := r)
                 if new_n is not n and new_n in replace:
                     replace[n] = replace[new_n]
                     continue
-            stack.append((n, 1, new_n))
+            push((n, 1, new_n))
             waiting = len(stack)
             for s in reversed(new_n.src):  # (a loop, not a generator: this runs once per node)
                 if s not in replace:
-                    stack.append((s, 0, s))
+                    push((s, 0, s))
             if len(stack) != waiting:
                 on_stack.add(n)
                 continue
-            stack.pop()  # every source is done (a leaf, a shared node, a rule's result): on to stage 1 at once
+            pop()  # every source is done (a leaf, a shared node, a rule's result): on to stage 1 at once
             stage = 1
         if stage == 1:
-            src = tuple(map(replace.__getitem__, new_n.src))
+            src = tuple(map(result, new_n.src))
             if src != new_n.src:  # (UOps compare by identity: this is `any(a is not b)`, in C)
                 r: UOp | None = UOp(new_n.op, new_n.dtype, src, new_n.arg, new_n.tag)
             elif not bottom_up:
-                r = pm.rewrite(new_n, ctx)
+                r = rewrite(new_n, ctx)
             else:
                 r = None
             if r is None or r is new_n:
@@ -255,8 +264,8 @@ def graph_rewrite(sink: UOp, pm: PatternMatcher, ctx: Any = None, bottom_up: boo
                 on_stack.add(n)
                 if r in on_stack or (rewrites := rewrites + 1) > limit:
                     _loop_error(name, new_n, r, rewrites > limit, limit)
-                stack.append((n, 2, r))
-                stack.append((r, 0, r))
+                push((n, 2, r))
+                push((r, 0, r))
         else:
             replace[n] = replace[new_n]
             on_stack.discard(n)
