@@ -76,6 +76,7 @@ def decode_value(x: Any, enums: Mapping[str, type[Enum]] = ENUMS) -> Any:
 
 
 _PLAIN = (type(None), bool, int, str)  # (stored as they are)
+_OP_NAMES: Mapping[Ops, str] = {op: op.name for op in Ops}  # (`op.name` is a Python-level property: a call per row)
 
 
 def to_table(roots: Sequence[UOp], enums: Mapping[str, type[Enum]] = ENUMS,
@@ -96,7 +97,7 @@ def to_table(roots: Sequence[UOp], enums: Mapping[str, type[Enum]] = ENUMS,
                 dt = dts[u.dtype] = encode_dtype(u.dtype) if dtype_index is None else \
                     dtype_index.setdefault(u.dtype, len(dtype_index))
             arg, tag = u.arg, u.tag
-            rows.append([u.op.name, dt, [index[s] for s in u.src],
+            rows.append([_OP_NAMES[u.op], dt, [index[s] for s in u.src],
                          arg if type(arg) in _PLAIN else encode_value(arg, enums),
                          tag if type(tag) in _PLAIN else encode_value(tag, enums)])
     return rows, [index[r] for r in roots]
