@@ -34,20 +34,28 @@ class RenderContext:
         self.uses: dict[UOp, int] = {}
         self.loop_of: dict[UOp, UOp | None] = {}
         self.users_loop: dict[UOp, UOp | None] = {}  # (the loop of the last user)
+        self.bitcast_srcs: set[UOp] = set()
+        self.written: set[UOp] = set()
+        # one pass: a program is in order, each user after its sources
+        uses, loop_of, users_loop = self.uses, self.loop_of, self.users_loop
         stack: list[UOp] = []
+        loop: UOp | None = None
         for u in uops:
+            loop_of[u] = loop
             for s in u.src:
-                self.uses[s] = self.uses.get(s, 0) + 1
-            self.loop_of[u] = stack[-1] if stack else None
-            if u.op is Ops.RANGE:
+                uses[s] = uses.get(s, 0) + 1
+                users_loop[s] = loop
+            op = u.op
+            if op is Ops.RANGE:
                 stack.append(u)
-            elif u.op is Ops.END:
+                loop = u
+            elif op is Ops.END:
                 stack.pop()
-        for u in uops:
-            for s in u.src:
-                self.users_loop[s] = self.loop_of[u]
-        self.bitcast_srcs = {u.src[0] for u in uops if u.op is Ops.BITCAST}
-        self.written = {u.src[0].src[0] for u in uops if u.op is Ops.STORE and u.src[0].op is Ops.INDEX}
+                loop = stack[-1] if stack else None
+            elif op is Ops.BITCAST:
+                self.bitcast_srcs.add(u.src[0])
+            elif op is Ops.STORE and u.src[0].op is Ops.INDEX:
+                self.written.add(u.src[0].src[0])
 
     def __getitem__(self, u: UOp) -> str:
         return self.names[u]
@@ -58,10 +66,13 @@ class RenderContext:
     def declared(self, u: UOp) -> bool:
         """Whether a value gets a variable: always for a load from memory; for ALU ops and casts, unless used once in
         the loop they sit in (no work moves into an inner loop) and not bitcast (that takes its address)."""
-        if u.op is Ops.LOAD:
+        op = u.op
+        if op is Ops.LOAD:
             return u.src[0].op is not Ops.DEFINE_REG
-        inlined = u not in self.bitcast_srcs and self.uses.get(u, 0) == 1 and self.users_loop.get(u) is self.loop_of[u]
-        return u.op in GroupOp.Elementwise and (u.op is Ops.BITCAST or not inlined)
+        if op not in GroupOp.Elementwise:
+            return False
+        return op is Ops.BITCAST or u in self.bitcast_srcs or self.uses.get(u, 0) != 1 or \
+            self.users_loop.get(u) is not self.loop_of[u]
 
     def fresh(self, prefix: str) -> str:
         self.counter += 1
@@ -200,29 +211,32 @@ class CStyleLanguage(Renderer):
 
     def render(self, name: str, uops: tuple[UOp, ...]) -> str:
         ctx = RenderContext(self, uops)
+        names, rewrite, fixed_names, statements = ctx.names, self.string_rewrite.rewrite, self.fixed_names, \
+            self.statements
         body: list[str] = []
-        depth = 1
+        indent = "  "
         for u in uops:
-            if u.op in (Ops.SINK, Ops.NOOP):
+            op = u.op
+            if op is Ops.SINK or op is Ops.NOOP:
                 continue
-            if u.op is Ops.END:
-                depth -= 1
-            declared = u.op not in self.fixed_names and ctx.declared(u)
-            if u.op in self.fixed_names:
-                ctx.names[u] = self.fixed_names[u.op](u)
-            elif declared:
-                ctx.names[u] = ctx.fresh("val" if u.op is Ops.LOAD else "alu")
-            text = self.string_rewrite.rewrite(u, ctx=ctx)
+            if op is Ops.END:
+                indent = indent[:-2]
+            declared = False
+            if (fixed := fixed_names.get(op)) is not None:
+                names[u] = fixed(u)
+            elif declared := ctx.declared(u):
+                names[u] = ctx.fresh("val" if op is Ops.LOAD else "alu")
+            text = rewrite(u, ctx=ctx)
             if not isinstance(text, str):
-                raise NotImplementedError(f"{type(self).__name__}: cannot render {u.op}")
-            if u.op in self.statements or u.op is Ops.LOAD and declared:  # (a load declares its value itself)
-                body.extend("  " * depth + line for line in text.split("\n"))
+                raise NotImplementedError(f"{type(self).__name__}: cannot render {op}")
+            if op in statements or op is Ops.LOAD and declared:  # (a load declares its value itself)
+                body.extend(indent + line for line in text.split("\n"))
             elif declared:
-                body.append("  " * depth + f"{self.render_dtype(u.dtype)} {ctx[u]} = {text};")
+                body.append(f"{indent}{self.render_dtype(u.dtype)} {names[u]} = {text};")
             else:
-                ctx.names[u] = text
-            if u.op is Ops.RANGE:
-                depth += 1
+                names[u] = text
+            if op is Ops.RANGE:
+                indent += "  "
         return self.render_kernel(name, body, uops, ctx)
 
 
