@@ -18,8 +18,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ember.codegen import CodegenPool, ProgramSpec, beam_search, cached_program, load_program
-from ember.codegen.pool import Drain
+from ember.codegen import CodegenPool, Drain, ProgramSpec, beam_search, cached_program, load_program
 from ember.runtime import Buffer, CompileQueue, Device, time_program
 from ember.schedule import ExecItem, Schedule, schedule
 from ember.uops import Ops, UOp, dtypes, settings, to_numpy_dtype
