@@ -106,6 +106,38 @@ def test_at_close_the_workers_share_the_source_text(monkeypatch):
     assert all(f.done() for f in futs)
 
 
+def test_at_close_a_batch_in_flight_counts_in_the_shares(monkeypatch):
+    # one worker compiles a long source when the queue closes: the idle one takes what waits, not half of it (with
+    # half, the busy one would compile the other half after its long batch while the idle one waited)
+    seen: list[list[str]] = []
+    release = threading.Event()
+
+    def compile_cached_many(programs, src_keys=None):
+        seen.append([name for name, _ in programs])
+        if programs[0][0] == "big":
+            release.wait(timeout=10)  # (in flight until the others are taken)
+        return [src.encode() for _, src in programs]
+
+    monkeypatch.setattr(Device["PYTHON"].compiler, "compile_cached_many", compile_cached_many)
+    queue = CompileQueue(workers=2, min_batch=1)
+    futs = [queue.submit("PYTHON", "big", "x" * 600)]
+    for _ in range(1000):
+        if seen:
+            break
+        threading.Event().wait(0.01)
+    futs += [queue.submit("PYTHON", f"k{i}", "y" * 100) for i in range(6)]  # (waiting: one worker while they come)
+    closing = threading.Thread(target=queue.close)
+    closing.start()
+    for _ in range(1000):
+        if len(seen) == 2:
+            break
+        threading.Event().wait(0.01)
+    release.set()
+    closing.join(timeout=10)
+    assert seen == [["big"], [f"k{i}" for i in range(6)]]
+    assert all(f.done() for f in futs)
+
+
 def test_while_sources_come_a_batch_stops_at_max_text(monkeypatch):
     # what piled up while the worker compiled is not taken all at once: a close would find one worker busy with it
     seen: list[list[str]] = []
