@@ -175,6 +175,58 @@ def test_heuristic_tiles_a_weight_gradient_along_its_wide_operand(run_c, rng):
     assert vector_axis(wgrad(256, 32, 512)) == 0
 
 
+def rope_transposed_ast(nh, nd, nt):
+    """out[h, d, t] from x[t, h, d] rotated by pairs, as RoPE's backward writes it (the output a transpose of its
+    inputs): even d: x[d] * c - x[d + 1] * s, odd d: x[d - 1] * s + x[d] * c, with c, s = cos, sin[t, d // 2]; each
+    branch's loads gated by d's parity, their indexes through d % 2 and d // 2 (affine in no range)."""
+    h, d, t = (UOp.range(nh, 0, AxisType.GLOBAL), UOp.range(nd, 1, AxisType.GLOBAL), UOp.range(nt, 2, AxisType.GLOBAL))
+    even = (d % 2) < 1
+    odd = even.logical_not()
+    x, cos, sin = param(1, nt * nh * nd), param(2, nt * nd // 2), param(3, nt * nd // 2)
+    row, half = (t * nh + h) * nd + d // 2 * 2, t * (nd // 2) + d // 2
+    first = x.index(row, valid=even).load() * cos.index(half, valid=even).load() - \
+        x.index(row + 1, valid=even).load() * sin.index(half, valid=even).load()
+    second = x.index(row, valid=odd).load() * sin.index(half, valid=odd).load() + \
+        x.index(row + 1, valid=odd).load() * cos.index(half, valid=odd).load()
+    val = even.where(first, 0.0) + odd.where(second, 0.0)
+    return UOp.sink(param(0, nh * nd * nt).index((h * nd + d) * nt + t).store(val).end(h, d, t))
+
+
+def test_heuristic_vectorizes_an_elementwise_transpose_along_its_loads(run_c, rng):
+    """An elementwise kernel whose store is contiguous along an axis that its loads gather along (the output a
+    transpose of its inputs) is vectorized along the axis its loads are contiguous in, the store then writing lanes
+    one by one; a transpose of a single load keeps the store's axis (one gather for one scatter)."""
+    nh, nd, nt = 2, 32, 64
+    ast = rope_transposed_ast(nh, nd, nt)
+    opts = hand_coded_opts(ast, CRenderer())
+    assert upcasts(ast, opts) == {1: 16}, opts
+    x = rng.standard_normal((nt, nh, nd), dtype=np.float32)
+    angle = rng.standard_normal((nt, nd // 2), dtype=np.float32)
+    cos, sin = np.cos(angle), np.sin(angle)
+    even, odd = x[..., 0::2], x[..., 1::2]
+    want = np.empty_like(x)
+    want[..., 0::2] = even * cos[:, None] - odd * sin[:, None]
+    want[..., 1::2] = even * sin[:, None] + odd * cos[:, None]
+    (out, *_) = run_c(to_program(ast, CRenderer()), np.zeros(nh * nd * nt, np.float32), x, cos, sin)
+    np.testing.assert_allclose(out.reshape(nh, nd, nt), want.transpose(1, 2, 0), rtol=1e-5, atol=1e-6,
+                               err_msg=str(opts))
+
+    def transpose_ast(n, m, loads):  # out[j, i] = a[i, j] (+ b[i, j])
+        i, j = UOp.range(n, 0, AxisType.GLOBAL), UOp.range(m, 1, AxisType.GLOBAL)
+        val = param(1, n * m).index(j * n + i).load()
+        for slot in range(2, loads + 1):
+            val = val + param(slot, n * m).index(j * n + i).load()
+        return UOp.sink(param(0, n * m).index(i * m + j).store(val).end(i, j))
+
+    for loads, axis in ((1, 1), (2, 0)):
+        tr = transpose_ast(64, 48, loads)
+        tr_opts = hand_coded_opts(tr, CRenderer())
+        assert upcasts(tr, tr_opts) == {axis: 16}, (loads, tr_opts)
+    a, b = rng.standard_normal((48, 64), dtype=np.float32), rng.standard_normal((48, 64), dtype=np.float32)
+    (out, *_) = run_c(to_program(tr, CRenderer()), np.zeros((64, 48), np.float32), a, b)
+    np.testing.assert_allclose(out, (a + b).T, rtol=1e-6, err_msg=str(tr_opts))
+
+
 @pytest.mark.parametrize("op", [Ops.ADD, Ops.MAX])
 def test_padto_on_every_axis_kind(run_c, rng, op):
     """PADTO runs an axis to a multiple of the amount with the padded iterations gated off: on the rows, the

@@ -35,13 +35,67 @@ def access_strides(idx: UOp) -> dict[UOp, int | None]:
     return ret
 
 
-def _accesses(ast: UOp) -> tuple[list[dict[UOp, int | None]], list[dict[UOp, int | None]]]:
-    """The strides of each buffer load and each buffer store of a kernel."""
+def _indexes(ast: UOp) -> tuple[list[UOp], list[UOp]]:
+    """The INDEX of each buffer load and each buffer store of a kernel."""
     loads, stores = [], []
     for u in ast.toposort():
         if u.op in (Ops.LOAD, Ops.STORE) and u.src[0].op is Ops.INDEX and u.src[0].src[0].op is Ops.PARAM:
-            (loads if u.op is Ops.LOAD else stores).append(access_strides(u.src[0].src[1]))
+            (loads if u.op is Ops.LOAD else stores).append(u.src[0])
     return loads, stores
+
+
+def _accesses(ast: UOp) -> tuple[list[dict[UOp, int | None]], list[dict[UOp, int | None]]]:
+    """The strides of each buffer load and each buffer store of a kernel."""
+    loads, stores = _indexes(ast)
+    return [access_strides(i.src[1]) for i in loads], [access_strides(i.src[1]) for i in stores]
+
+
+SAMPLED_LANES = 4  # lanes of an axis on which a non-affine index is evaluated (each sample costs a few evaluations)
+
+
+def _gathers(index: UOp, strides: dict[UOp, int | None], r: UOp) -> bool:
+    """Whether an access (its INDEX and `access_strides`) moves along range r by more than one element per lane, so
+    that a vector of r's lanes is a gather of scalars: by its stride where the index is affine in r, else measured
+    on r's first lanes where its gate holds (RoPE's pairs: `r%2` and `r/2` over the pair axis), the other ranges at
+    0 (at 1 where the gate held on fewer than two of them). An index that reads memory or a variable counts as a
+    gather."""
+    if r not in strides:
+        return False
+    if (stride := strides[r]) is not None:
+        return abs(stride) > 1
+    parts = index.src[1:]
+    nodes = {u for p in parts for u in p.toposort()}
+    if any(not u.src and u.op is not Ops.CONST for u in nodes):  # (a loaded value's PARAM, a DEFINE_VAR)
+        return True
+    ranges = [u for u in nodes if u.op is Ops.RANGE]
+    for at in (0, 1):
+        vals: dict[UOp, int] = {x: min(at, (range_size(x) or 1) - 1) for x in ranges}
+        seen = []
+        for lane in range(min(SAMPLED_LANES, range_size(r) or 0)):
+            vals[r] = lane
+            if len(parts) < 2 or parts[1].evaluate(vals):
+                seen.append((lane, parts[0].evaluate(vals)))
+        if any(abs(a2 - a1) > k2 - k1 for (k1, a1), (k2, a2) in zip(seen, seen[1:])):
+            return True
+        if len(seen) >= 2:  # (else its gate held on too few of these lanes to tell)
+            return False
+    return False
+
+
+def _vector_axis(accesses: list[tuple[UOp, dict[UOp, int | None]]], outputs: list[UOp], store_axis: UOp,
+                 vec: int) -> UOp:
+    """The output axis an elementwise kernel vectorizes: the store's contiguous axis, unless its loads gather along
+    it (a transpose: RoPE's backward writes (B, H, D, T) from (B, T, H*D)) and another output axis a vector divides
+    has fewer accesses gathering along it (counting the store, which then writes its lanes one by one): each
+    gathered vector is `vec` scalar loads, each with its own index math."""
+    def gathers(r: UOp) -> int:
+        return sum(_gathers(index, strides, r) for index, strides in accesses)
+    here = gathers(store_axis)
+    if here == 0:
+        return store_axis
+    alts = [(n, r) for r in reversed(outputs) if r is not store_axis and (range_size(r) or 0) % vec == 0 and
+            (n := gathers(r)) < here]
+    return min(alts, key=lambda a: a[0])[1] if alts else store_axis
 
 
 def _divisor(size: int | None, amounts: tuple[int, ...]) -> int | None:
@@ -424,8 +478,13 @@ def _hand_coded(ast: UOp, renderer: Renderer) -> list[Opt]:
                     add(Opt(OptOps.UPCAST, axis(r), amt))
             tiled = True
     if not tiled:
-        if contiguous_out is not None and (amt := _divisor(range_size(contiguous_out), (vec, 8, 4, 2))) is not None:
-            add(Opt(OptOps.UPCAST, axis(contiguous_out), amt))
+        vector_axis = contiguous_out
+        if not reduces and contiguous_out is not None and vec > 1:
+            load_indexes, store_indexes = _indexes(ast)
+            vector_axis = _vector_axis(list(zip(load_indexes + store_indexes, loads + stores)), outputs,
+                                       contiguous_out, vec)
+        if vector_axis is not None and (amt := _divisor(range_size(vector_axis), (vec, 8, 4, 2))) is not None:
+            add(Opt(OptOps.UPCAST, axis(vector_axis), amt))
         # unroll the innermost reduce axis: fully when small, else by 4 or 2
         rngs = kernel_ranges(chosen.kernel)
         red = [i for i, r in enumerate(rngs) if r.arg[1] is AxisType.REDUCE]
