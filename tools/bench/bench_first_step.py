@@ -2,6 +2,10 @@
 
     python tools/bench/bench_first_step.py            # 3 cold + 3 warm runs, medians
     python tools/bench/bench_first_step.py --runs 5 --profile   # also a cProfile of one cold step (top 25)
+    python tools/bench/bench_first_step.py --runs 7 --trees /tmp/wt-old /tmp/wt-new   # A/B of git worktrees
+
+With `--trees`, each round runs every tree (cold, then warm in the same cache folder) with PYTHONPATH at that tree's
+packages, the trees' order alternating from round to round, and reports each tree's runs and medians.
 
 Each run is a new Python process with `EMBER_CACHE_DIR` pointing at a fresh temporary folder (cold: nothing compiled)
 or at the folder a cold run filled (warm: every program and compiled object on disk). It reports the model setup
@@ -14,6 +18,7 @@ CPU time: this process (`cpu_main_s`, all its threads), the C compilers (`cpu_cc
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
 import statistics
@@ -80,8 +85,10 @@ print(json.dumps({"import_s": t_import - t0, "setup_s": t_setup - t_import, "ste
 """
 
 
-def run(cache: str, mode: str = "time") -> dict[str, float]:
+def run(cache: str, mode: str = "time", tree: str | None = None) -> dict[str, float]:
     env = {**os.environ, "EMBER_CACHE_DIR": cache}
+    if tree is not None:  # (that tree's packages first: its code, not the installed one)
+        env["PYTHONPATH"] = os.pathsep.join(sorted(glob.glob(os.path.join(tree, "packages", "*", "src"))))
     out = subprocess.run([sys.executable, "-c", CHILD, mode], env=env, capture_output=True, text=True, check=True)
     if mode == "profile":
         print(out.stderr, file=sys.stderr)
@@ -92,7 +99,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--profile", action="store_true", help="print a cProfile of one cold first step")
+    parser.add_argument("--trees", nargs="+", help="checkouts (git worktrees) to compare, alternating")
     args = parser.parse_args()
+    if args.trees:
+        compare(args.trees, args.runs)
+        return
     rows: dict[str, list[dict[str, float]]] = {"cold": [], "warm": []}
     for _ in range(args.runs):
         with tempfile.TemporaryDirectory(prefix="ember-first-step-") as cache:
@@ -107,6 +118,25 @@ def main() -> None:
     for name, rs in rows.items():
         med = {k: statistics.median(r[k] for r in rs) for k in keys}
         print(f"| {name} (median of {len(rs)}) | " + " | ".join(f"{med[k]:.2f}" for k in keys) + " |")
+
+
+def compare(trees: list[str], rounds: int) -> None:
+    """Cold and warm first steps of each tree, the trees alternating; each tree's step times and CPU medians."""
+    rows: dict[str, dict[str, list[dict[str, float]]]] = {t: {"cold": [], "warm": []} for t in trees}
+    for i in range(rounds):
+        for tree in trees if i % 2 == 0 else trees[::-1]:
+            with tempfile.TemporaryDirectory(prefix="ember-first-step-") as cache:
+                rows[tree]["cold"].append(run(cache, tree=tree))
+                rows[tree]["warm"].append(run(cache, tree=tree))
+    print(f"# load average at the end: {os.getloadavg()[0]:.2f}")
+    print("| tree | run | step s (each run) | step s median | cpu_main_s | cpu_cc_s | cpu_helpers_s |")
+    print("|---|---|---|---|---|---|---|")
+    for tree, by_mode in rows.items():
+        for mode, rs in by_mode.items():
+            keys = ("step_s", "cpu_main_s", "cpu_cc_s", "cpu_helpers_s")
+            med = {k: statistics.median(r[k] for r in rs) for k in keys}
+            print(f"| {tree} | {mode} | " + ", ".join(f"{r['step_s']:.2f}" for r in rs) + " | " +
+                  " | ".join(f"{v:.3f}" for v in med.values()) + " |")
 
 
 if __name__ == "__main__":
