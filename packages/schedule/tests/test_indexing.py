@@ -150,3 +150,9 @@ def test_reduce_range_read_through_a_division_splits():
     for plain_read in (x.index(k * 2).load(), x.index(k // 24).load()):  # no division / 24 does not divide 64
         keep = UOp(Ops.REDUCE, dtypes.float32, (plain_read, k), Ops.ADD)
         assert graph_rewrite(keep, pm_split_reduce_ranges, ctx=itertools.count(1)) is keep
+    # the range read through a division may be any of the reduce's ranges: j (the second) splits, i stays
+    i, j = UOp.range(4, 0, AxisType.REDUCE), UOp.range(64, 1, AxisType.REDUCE)
+    red = UOp(Ops.REDUCE, dtypes.float32, (x.index(i * 512 + (j // 16) * 64 + j % 16).load(), i, j), Ops.ADD)
+    out = graph_rewrite(red, pm_split_reduce_ranges, ctx=itertools.count(2))
+    assert [r.src[0].arg for r in out.src[1:]] == [4, 4, 16] and out.src[1] is i
+    assert not any(u.op in (Ops.IDIV, Ops.MOD) for u in out.toposort())

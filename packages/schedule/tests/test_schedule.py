@@ -207,6 +207,24 @@ def test_contiguous_output_ranges_merge():
     assert output_ranges(item) == [4, 6]
 
 
+
+def test_merge_ranges_keeps_a_merge_only_without_a_division_left():
+    from ember.schedule.rangeify import _divides, merge_ranges
+    from ember.uops import AxisType
+
+    out, src = UOp(Ops.PARAM, dtypes.float32.ptr(64), (), 0), UOp(Ops.PARAM, dtypes.float32.ptr(64), (), 1)
+    a, b = UOp.range(8, 0, AxisType.GLOBAL), UOp.range(8, 1, AxisType.GLOBAL)
+    store, rngs = merge_ranges(out.index(a * 8 + b).store(src.index(a * 8 + b).load()), [a, b])
+    (m,) = rngs
+    assert m.src[0].arg == 64 and store is out.index(m).store(src.index(m).load())
+    # a gate on the outer range alone would read m // 8 once merged: the ranges stay
+    gated = out.index(a * 8 + b).store(src.index(a * 8 + b, valid=a < 3).load())
+    assert merge_ranges(gated, [a, b]) == (gated, [a, b])
+    # (the check: a division or remainder whose numerator reads the range, anywhere in the kernel)
+    assert _divides(out.index((a * 8 + b) // 8).store(src.index(b).load()), a)
+    assert not _divides(out.index((b // 2) * 16 + a).store(src.index(b % 2).load()), a)
+    assert _divides(out.index(b // 2).store(src.index(a).load()), b)
+
 def test_a_projection_in_a_split_shape_is_a_plain_matmul():
     # x @ w.T stored as (batch, seq, heads, pairs, 2), RoPE's view: a (batch * seq, dim) output over the reduce
     x, w = buf(2, 16, 32), buf(32, 32)

@@ -164,3 +164,22 @@ def test_negative_numerators_left_alone():
 
 def test_symbolic_is_a_pattern_matcher():
     assert graph_rewrite((x + 0) * 1, symbolic) is x
+
+
+
+def test_count_above_is_the_gated_toposort_size_up_to_the_limit():
+    from ember.uops.symbolic import _count_above, _not_larger
+
+    e = (x * 4 + y) // 3 + (x * 4 + y) % 3 + s
+    bases = {x * 4 + y}
+    size = len(e.toposort(gate=lambda u: u not in bases))
+    assert _count_above(e, bases, 1 << 62) == size
+    assert _count_above(e, bases, size) == size
+    assert _count_above(e, bases, size - 1) == size  # (one past the limit: stops there)
+    assert _count_above(e, bases, 2) == 3
+    assert _count_above(x * 4 + y, bases, 0) == 0
+    # a fold's result is kept when it is no larger above the terms' bases
+    same, larger = (x * 4 + y) // 3 + s, ((x * 4 + y) // 3 + s) * 2 + 1
+    old = (x * 4 + y) // 3 + s * 1
+    assert _not_larger(same, old, bases) is same
+    assert _not_larger(larger, old, bases) is None

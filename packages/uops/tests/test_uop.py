@@ -1,4 +1,5 @@
 import gc
+import math
 import pickle
 import sys
 
@@ -126,6 +127,24 @@ def test_vmin_vmax():
     f = UOp.const(dtypes.float32, 1.5)
     assert (f.vmin, f.vmax) == (1.5, 1.5)
 
+
+
+def test_vmin_vmax_of_a_node_over_analyzed_and_new_sources():
+    # the bounds of a node whose sources are analyzed come without a walk, of one over new nodes with one: the same
+    x, y = UOp.variable("x", 0, 10), UOp.variable("y", -3, 4)
+    s = x + y
+    assert (s.vmin, s.vmax) == (-3, 14)
+    assert ((s * s).vmin, (s * s).vmax) == (-42, 196)  # over analyzed sources only
+    deep = ((s * 7 + 5) // 4) % 3  # new nodes over s and constants never analyzed
+    assert (deep.vmin, deep.vmax) == (-2, 2)
+    assert (deep.src[0].vmin, deep.src[0].vmax) == (-4, 25)
+    i8 = UOp.variable("i8v", 100, 120, dtypes.int8)
+    assert (i8.vmin, i8.vmax) == (100, 120)
+    assert ((i8 + i8).vmin, (i8 + i8).vmax) == (-128, 127)  # over an analyzed source: still may wrap
+    b = (x < 5) & (y < 5)
+    assert ((x < 5).vmin, (x < 5).vmax) == (False, True) and (b.vmin, b.vmax) == (False, True)
+    f = UOp.variable("x", 0, 10).cast(dtypes.float32) * 2.0
+    assert (f.vmin, f.vmax) == (-math.inf, math.inf)  # floats are not analyzed
 
 def test_evaluate():
     x, y = UOp.variable("x", -10, 10), UOp.variable("y", 1, 5)

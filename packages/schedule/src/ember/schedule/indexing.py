@@ -88,12 +88,13 @@ def split_reduce_range(ctx: Iterator[int], red: UOp) -> UOp | None:
     `x.transpose(1, 2).reshape(b, t, heads * head_dim) @ w` (merging attention heads) reads head r // head_dim at
     stride t * head_dim; split, the kernel is a plain matmul to codegen. `ctx` numbers the new ranges."""
     body = red.src[0]
+    divmods = [u for u in body.toposort() if u.op in (Ops.IDIV, Ops.MOD) and u.src[1].op is Ops.CONST]  # (one walk)
     for r in red.src[1:]:
         if r.op is not Ops.RANGE or r.src[0].op is not Ops.CONST:
             continue
         n = r.src[0].arg
-        c = next((u.src[1].arg for u in body.toposort() if u.op in (Ops.IDIV, Ops.MOD) and u.src[0] is r and
-                  u.src[1].op is Ops.CONST and 1 < u.src[1].arg < n and n % u.src[1].arg == 0), None)
+        c = next((u.src[1].arg for u in divmods if u.src[0] is r and 1 < u.src[1].arg < n and n % u.src[1].arg == 0),
+                 None)
         if c is None:
             continue
         hi, lo = UOp.range(n // c, next(ctx), AxisType.REDUCE), UOp.range(c, next(ctx), AxisType.REDUCE)

@@ -368,20 +368,38 @@ def kernel_ast(x: UOp, buffers: dict[UOp, UOp]) -> UOp:
     return UOp.sink(store.end(*rngs))
 
 
-def _mergeable(store: UOp, a: UOp, b: UOp) -> bool:
+def _address_terms(store: UOp) -> list[list[tuple[UOp, int, set[UOp]]]]:
+    """For each address (INDEX) of the kernel, its linear terms (base, coefficient, the nodes under base): what
+    `_mergeable` reads, the same for every pair of ranges until a merge changes the kernel."""
+    under: dict[UOp, set[UOp]] = {}
+    return [[(base, m, under[base] if base in under else under.setdefault(base, set(base.toposort())))
+             for base, m in linear_terms(idx.src[1])[0]] for idx in store.toposort() if idx.op is Ops.INDEX]
+
+
+def _mergeable(addresses: list[list[tuple[UOp, int, set[UOp]]]], a: UOp, b: UOp) -> bool:
     """Whether every address of the kernel reads output ranges a (outer) and b as one: a * size(b) + b times a stride,
     or neither of them (the cheap test; the merge itself is checked by what it simplifies to)."""
     size_b = b.src[0].arg
-    for idx in (u for u in store.toposort() if u.op is Ops.INDEX):
+    for terms in addresses:
         coeff = {a: 0, b: 0}
-        for base, m in linear_terms(idx.src[1])[0]:
+        for base, m, below in terms:
             if base in coeff:
                 coeff[base] += m
-            elif a in base.toposort() or b in base.toposort():  # inside a division, a comparison, ...
+            elif a in below or b in below:  # inside a division, a comparison, ...
                 return False
         if coeff[a] != size_b * coeff[b]:
             return False
     return True
+
+
+def _divides(root: UOp, r: UOp) -> bool:
+    """Whether a division or remainder in root's graph reads range r (one walk, sources before users)."""
+    reads: dict[UOp, bool] = {}
+    for u in root.toposort():
+        if (reads_r := u is r or any(reads[s] for s in u.src)) and u.op in (Ops.IDIV, Ops.MOD) and reads[u.src[0]]:
+            return True
+        reads[u] = reads_r
+    return False
 
 
 def merge_ranges(store: UOp, rngs: list[UOp]) -> tuple[UOp, list[UOp]]:
@@ -389,18 +407,20 @@ def merge_ranges(store: UOp, rngs: list[UOp]) -> tuple[UOp, list[UOp]]:
     stored in the (batch, seq, heads, pairs, 2) shape RoPE reads is a (batch * seq, dim) matmul to codegen, an
     elementwise kernel one flat loop. A merge is kept only if no division or remainder of the new range is left."""
     i, rngs = 0, list(rngs)
+    addresses = _address_terms(store)
     while i + 1 < len(rngs):
         a, b = rngs[i], rngs[i + 1]
-        if not (a.src[0].op is b.src[0].op is Ops.CONST and _mergeable(store, a, b)):
+        if not (a.src[0].op is b.src[0].op is Ops.CONST and _mergeable(addresses, a, b)):
             i += 1
             continue
         size_b = b.src[0].arg
         m = UOp.range(a.src[0].arg * size_b, a.arg[0], AxisType.GLOBAL)
         merged = graph_rewrite(store.substitute({a: m // size_b, b: m % size_b}), symbolic, name="merge ranges")
-        if any(u.op in (Ops.IDIV, Ops.MOD) and m in u.src[0].toposort() for u in merged.toposort()):
+        if _divides(merged, m):
             i += 1
             continue
         store, rngs[i:i + 2] = merged, [m]
+        addresses = _address_terms(store)
     return store, rngs
 
 

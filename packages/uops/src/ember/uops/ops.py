@@ -3,6 +3,7 @@ operators UOp shares with Tensor in `mixin`)."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import weakref
@@ -219,8 +220,11 @@ class UOp(ElementwiseMixin, metaclass=UOpMetaClass):
     @property
     def _min_max(self) -> tuple[Any, Any]:
         if self._mm is None:
-            for u in self.toposort(gate=lambda u: u._mm is None):
-                u._mm = _min_max(u)
+            if None in [s._mm for s in self.src]:
+                for u in self.toposort(gate=lambda u: u._mm is None):
+                    u._mm = _min_max(u)
+            else:  # (a new node over analyzed ones, as a rewrite builds them: no walk)
+                self._mm = _min_max(self)
         return self._mm
 
     def const_factor(self) -> int:
@@ -510,12 +514,19 @@ _MOVEMENT_SHAPE: dict[Ops, Callable[[Shape, Any], Shape]] = {
 
 
 # *** range analysis ***
+@functools.cache  # (DTypes are interned: one entry per dtype, looked up for every node analyzed)
 def _dtype_bounds(dt: DType) -> tuple[Any, Any]:
     if dt.count != 1 or isinstance(dt, PtrDType) or dt == dtypes.void:
         return (-math.inf, math.inf)
     if dtypes.is_float(dt):
         return (-math.inf, math.inf)
     return (dtypes.min(dt), dtypes.max(dt))
+
+
+@functools.cache
+def _analyzed(dt: DType) -> bool:
+    """Whether range analysis bounds values of `dt`: int and bool scalars."""
+    return (dtypes.is_int(dt) or dtypes.is_bool(dt)) and dt.count == 1
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -525,7 +536,7 @@ def _cdiv(a: int, b: int) -> int:
 
 def _min_max(u: UOp) -> tuple[Any, Any]:
     bounds = _dtype_bounds(u.dtype)
-    if not (dtypes.is_int(u.dtype) or dtypes.is_bool(u.dtype)) or u.dtype.count != 1:
+    if not _analyzed(u.dtype):
         return (u.arg, u.arg) if u.op is Ops.CONST and u.dtype.count == 1 else bounds
     lo, hi = _raw_min_max(u)
     # an int expression that may leave its dtype wraps: then nothing is known

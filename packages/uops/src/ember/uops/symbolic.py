@@ -157,11 +157,26 @@ def _build_sum(dtype: DType, terms: list[tuple[UOp, int]], const: int) -> UOp:
     return ret + const if const != 0 else ret
 
 
+def _count_above(u: UOp, bases: set[UOp], limit: int) -> int:
+    """How many nodes of u's graph lie above `bases` (u's gated toposort), counted up to limit + 1 at most."""
+    if u in bases:
+        return 0
+    seen, stack = {u}, [u]
+    while stack:
+        for s in stack.pop().src:
+            if s not in seen and s not in bases:
+                if len(seen) > limit:
+                    return len(seen)
+                seen.add(s)
+                stack.append(s)
+    return len(seen)
+
+
 def _not_larger(new: UOp, old: UOp, bases: set[UOp]) -> UOp | None:
-    # count only what lies above the terms' bases: the graphs below them are shared (and may be deep)
-    def size(u: UOp) -> int:
-        return len(u.toposort(gate=lambda x: x not in bases))
-    return new if size(new) <= size(old) else None
+    # count only what lies above the terms' bases: the graphs below them are shared (and may be deep); the new graph
+    # only until it is larger
+    limit = _count_above(old, bases, 1 << 62)
+    return new if _count_above(new, bases, limit) <= limit else None
 
 
 def fold_divmod(d: UOp, x: UOp, c: UOp) -> UOp | None:
