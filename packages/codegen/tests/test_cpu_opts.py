@@ -175,6 +175,25 @@ def test_heuristic_tiles_a_weight_gradient_along_its_wide_operand(run_c, rng):
     assert vector_axis(wgrad(256, 32, 512)) == 0
 
 
+def test_heuristic_traded_tile_axis_vectorizes_whole_rows(run_c, rng):
+    """A tile axis traded away from the store's (GQA's dV = p^T dO over head_dim 32: p streamed into panels) leaves
+    the store's contiguous axis as the tile's rows, and those are the vector lanes: a whole vector of them (16
+    floats), not 8 (half-vector FMAs, 32 accumulators of 8 lanes: 1.25x slower on an AVX-512 CPU), p still packed."""
+    nv, nk, nt = 256, 32, 512
+    v, k, t = UOp.range(nv, 0, AxisType.GLOBAL), UOp.range(nk, 1, AxisType.GLOBAL), UOp.range(nt, 2, AxisType.REDUCE)
+    val = param(1, nt * nv).index(t * nv + v).load() * param(2, nt * nk).index(t * nk + k).load()
+    ast = UOp.sink(param(0, nv * nk).index(v * nk + k).store(UOp(Ops.REDUCE, dtypes.float32, (val, t),
+                                                                      Ops.ADD)).end(v, k))
+    opts = hand_coded_opts(ast, CRenderer())
+    tile = upcasts(ast, opts)
+    assert tile[0] > tile[1] == 16, opts  # (the traded tile axis, then the rows: one whole vector)
+    assert OptOps.PACK in [o.op for o in opts], opts  # (two row tiles read p's panel: packed once, not read twice)
+    prg = to_program(ast, CRenderer())
+    assert "v16_float acc" in prg.src and "v8_float acc" not in prg.src
+    p, d = rng.standard_normal((nt, nv), dtype=np.float32), rng.standard_normal((nt, nk), dtype=np.float32)
+    (out, *_) = run_c(prg, np.zeros((nv, nk), np.float32), p, d)
+    np.testing.assert_allclose(out, p.T @ d, rtol=1e-4, atol=1e-3, err_msg=str(opts))
+
 def rope_transposed_ast(nh, nd, nt):
     """out[h, d, t] from x[t, h, d] rotated by pairs, as RoPE's backward writes it (the output a transpose of its
     inputs): even d: x[d] * c - x[d + 1] * s, odd d: x[d - 1] * s + x[d] * c, with c, s = cos, sin[t, d // 2]; each

@@ -106,10 +106,10 @@ L1_PANEL_BYTES = 64 * 1024  # a packed panel up to this size is read from L1 (or
 
 
 def _worth_packing(ast: UOp, ld: dict[UOp, int | None], other: UOp, j: UOp, j_amt: int, i_amt: int,
-                   renderer: Renderer) -> bool:
+                   renderer: Renderer, min_reuse: int = 4) -> bool:
     """Whether a matmul's B load (strides `ld`) is worth packing under a j_amt x i_amt tile: the panel (the reduce
-    ranges and the tile's columns) fits MAX_PANEL_BYTES, the rows reuse it at least 4 times, and the outermost loop
-    left outside the rows still has 4 iterations to share across threads."""
+    ranges and the tile's columns) fits MAX_PANEL_BYTES, the rows reuse it at least `min_reuse` times, and the
+    outermost loop left outside the rows still has 4 iterations to share across threads."""
     size_of = {r: range_size(r) for r in kernel_ranges(ast)}
     panel = j_amt
     for r in ld:
@@ -121,7 +121,7 @@ def _worth_packing(ast: UOp, ld: dict[UOp, int | None], other: UOp, j: UOp, j_am
     outer = [r for r in kernel_ranges(ast) if r.arg[1] is AxisType.GLOBAL and r is not other]
     first = (size_of[outer[0]] or 0) // (j_amt if outer[0] is j else 1) if outer else 0
     # (the same choice for any thread count: results must not depend on it)
-    return panel * 4 <= MAX_PANEL_BYTES and reuse >= 4 and not (renderer.has_threads and outer and first < 4)
+    return panel * 4 <= MAX_PANEL_BYTES and reuse >= min_reuse and not (renderer.has_threads and outer and first < 4)
 
 
 # a matmul operand re-read once per column panel, row by row far apart (x^T's columns, an attention's p^T), should
@@ -440,8 +440,17 @@ def _hand_coded(ast: UOp, renderer: Renderer) -> list[Opt]:
                 k *= range_size(r) or 1
             wide_rows = rows_a and all(a[other] == 1 for a in rows_a) and k * j_amt * 4 > L1_PANEL_BYTES
             i_amts = (16, 8, 4, 2) if wide_rows else (8, 4, 2)
+            traded = other is not None and other is contiguous_out
+            if traded:
+                # a tile axis traded away from the store's (`_tile_axis`): the rows are the store's contiguous axis,
+                # so they are the vector lanes, and at least a whole vector of them (with 16-float vectors, 8 rows
+                # were half-vector FMAs: a weight gradient over 512 tokens 1.45x slower, GQA's dV = p^T dO over
+                # head_dim 32 1.25x); the panel of the streamed operand is still worth packing for two row tiles
+                # (unpacked, each re-reads it from memory)
+                i_amts = tuple(sorted({vec, *i_amts}, reverse=True))
             i_amt = _divisor(range_size(other), i_amts) if other is not None else None
-            pack = i_amt is not None and _worth_packing(chosen.kernel, ld, other, tile_axis, j_amt, i_amt, renderer)
+            pack = i_amt is not None and _worth_packing(chosen.kernel, ld, other, tile_axis, j_amt, i_amt, renderer,
+                                                         2 if traded else 4)
             if not pack and ld[tile_axis] != 1:
                 continue
             add(Opt(OptOps.UPCAST, axis(tile_axis), j_amt))
