@@ -8,6 +8,14 @@ import pytest
 from ember.runtime import CompileError, CompileQueue, Device
 
 
+def _wait_until(done, timeout: float = 10.0) -> None:
+    """Poll `done()` until it is true (or the timeout: the test's asserts then say what did not happen)."""
+    for _ in range(int(timeout / 0.01)):
+        if done():
+            return
+        threading.Event().wait(0.01)
+
+
 @pytest.fixture
 def batches(monkeypatch):
     """The batches each device's compiler is handed: [(device, [function names])]; a source compiles to its bytes."""
@@ -96,10 +104,7 @@ def test_at_close_the_workers_share_the_source_text(monkeypatch):
     futs = [queue.submit("PYTHON", "big", "x" * 600)] + [queue.submit("PYTHON", f"k{i}", "y" * 100) for i in range(6)]
     closing = threading.Thread(target=queue.close)
     closing.start()
-    for _ in range(1000):
-        if len(seen) == 2:
-            break
-        threading.Event().wait(0.01)
+    _wait_until(lambda: len(seen) == 2)
     release.set()
     closing.join(timeout=10)
     assert sorted(seen) == [["big"], [f"k{i}" for i in range(6)]]
@@ -121,17 +126,11 @@ def test_at_close_a_batch_in_flight_counts_in_the_shares(monkeypatch):
     monkeypatch.setattr(Device["PYTHON"].compiler, "compile_cached_many", compile_cached_many)
     queue = CompileQueue(workers=2, min_batch=1)
     futs = [queue.submit("PYTHON", "big", "x" * 600)]
-    for _ in range(1000):
-        if seen:
-            break
-        threading.Event().wait(0.01)
+    _wait_until(lambda: seen)
     futs += [queue.submit("PYTHON", f"k{i}", "y" * 100) for i in range(6)]  # (waiting: one worker while they come)
     closing = threading.Thread(target=queue.close)
     closing.start()
-    for _ in range(1000):
-        if len(seen) == 2:
-            break
-        threading.Event().wait(0.01)
+    _wait_until(lambda: len(seen) == 2)
     release.set()
     closing.join(timeout=10)
     assert seen == [["big"], [f"k{i}" for i in range(6)]]
