@@ -182,3 +182,10 @@ def test_a_source_found_by_its_key_is_neither_rendered_nor_queued(monkeypatch):
     queue.close()
     assert seen == [(["k1", "k2"], ["unknown", None])]
     assert [f.result(timeout=0) for f in futs] == [b"src1", b"src2"]
+
+
+@pytest.mark.parametrize("kwargs", [{"workers": 0}, {"workers": 1, "min_batch": 0}, {"workers": 1, "max_batch": 0}])
+def test_a_queue_without_workers_or_batches_is_refused(kwargs):
+    # (no worker would resolve a Future: close would return with them pending)
+    with pytest.raises(ValueError, match="CompileQueue: workers, min_batch and max_batch must be >= 1"):
+        CompileQueue(**kwargs)

@@ -34,6 +34,9 @@ class CompileQueue:
     for the last 0.18 s). A batch's compile error is set on each of its Futures."""
 
     def __init__(self, workers: int, min_batch: int = 4, max_batch: int = 64, max_text: int = 65536):
+        if workers < 1 or min_batch < 1 or max_batch < 1:
+            raise ValueError(f"CompileQueue: workers, min_batch and max_batch must be >= 1, got {workers}, "
+                             f"{min_batch}, {max_batch}")
         self.min_batch, self.max_batch, self.max_text = min_batch, max_batch, max_text
         # (device, name, src, src_key, its library)
         self.waiting: list[tuple[str, str, str, str | None, Future[bytes]]] = []
