@@ -102,6 +102,8 @@ def main() -> None:
     parser.add_argument("--trees", nargs="+", help="checkouts (git worktrees) to compare, alternating")
     args = parser.parse_args()
     if args.trees:
+        if bad := [t for t in args.trees if not glob.glob(os.path.join(t, "packages", "*", "src"))]:
+            parser.error(f"--trees: no packages/*/src in {', '.join(bad)} (a checkout of this repository?)")
         compare(args.trees, args.runs)
         return
     rows: dict[str, list[dict[str, float]]] = {"cold": [], "warm": []}
