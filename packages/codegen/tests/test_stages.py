@@ -114,3 +114,25 @@ def test_the_copies_of_an_upcast_address_share_one_base(run_c, rng):
     a = rng.standard_normal((32, 64), dtype=np.float32)
     (out, *_) = run_c(prg, np.zeros((64, 32), np.float32), a)
     np.testing.assert_array_equal(out, a.T)
+
+
+@pytest.mark.parametrize("opts", [[], None, [Opt(OptOps.UPCAST, 1, 16)]])
+def test_a_kernel_with_two_outputs(run_c, rng, opts):
+    # a multi-output kernel (ember.schedule's dK with dV): out0 = a @ b and out1 = a @ c over the same ranges, one
+    # END of a NOOP of their stores; the two reduces share one loop over k, and an upcast copies (and vectorizes)
+    # both stores
+    n, k, m = 8, 12, 32
+    r0, r1, r2 = UOp.range(n, 0, AxisType.GLOBAL), UOp.range(m, 1, AxisType.GLOBAL), UOp.range(k, 2, AxisType.REDUCE)
+    a = param(2, n * k).index(r0 * k + r2).load()
+    sums = [UOp(Ops.REDUCE, dtypes.float32, (a * param(slot, k * m).index(r2 * m + r1).load(), r2), Ops.ADD)
+            for slot in (3, 4)]
+    stores = [param(slot, n * m).index(r0 * m + r1).store(s) for slot, s in zip((0, 1), sums)]
+    ast = UOp.sink(UOp(Ops.NOOP, dtypes.void, tuple(stores)).end(r0, r1))
+    prg = to_program(ast, CRenderer(), opts)
+    assert sum(u.op is Ops.RANGE and u.arg[1] is AxisType.REDUCE for u in prg.uops) == 1
+    if opts:
+        assert {u.src[0].src[0].arg for u in prg.uops if u.op is Ops.STORE and u.src[1].dtype.count == 16} == {0, 1}
+    x, y, z = (rng.standard_normal(s, dtype=np.float32) for s in ((n, k), (k, m), (k, m)))
+    out0, out1, *_ = run_c(prg, np.zeros((n, m), np.float32), np.zeros((n, m), np.float32), x, y, z)
+    np.testing.assert_allclose(out0, x @ y, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(out1, x @ z, rtol=1e-5, atol=1e-5)

@@ -44,15 +44,16 @@ class Schedule:
 
 # kernels by template: a realized node's graph with what it reads replaced by numbered placeholder BUFFERs. The
 # layers of a model (and each call of a training step) make the same templates over other buffers: rangeify runs once
-_templates: dict[UOp, ExecItem] = {}
+_templates: dict[UOp, ExecItem | None] = {}
 _TEMPLATES_MAX = 4096
 
 
-def _kernel_item(u: UOp, buffers: dict[UOp, UOp]) -> ExecItem:
-    """The ExecItem of realized node u: from the template cache, or built (rangeify + kernel split) and cached.
+def _kernel_item(us: tuple[UOp, ...], buffers: dict[UOp, UOp]) -> ExecItem | None:
+    """The ExecItem of the realized nodes `us` (one, or the outputs of a multi-output kernel): from the template
+    cache, or built (rangeify + kernel split) and cached; None for outputs that share no work (`kernel_ast`).
     The template stops where the kernel does: at BUFFERs and other realized nodes (read through their buffer's
     shape), and reads an assigned value through its target, as the kernel does."""
-    order, seen, stack = [], set(), [(u, False)]
+    order, seen, stack = [], set(), [(u, False) for u in reversed(us)]
     while stack:
         x, done = stack.pop()
         if done:
@@ -62,9 +63,9 @@ def _kernel_item(u: UOp, buffers: dict[UOp, UOp]) -> ExecItem:
             continue
         seen.add(x)
         stack.append((x, True))
-        if x.op in BUFFERS or (x is not u and x in buffers and x.op is not Ops.ASSIGN):
+        if x.op in BUFFERS or (x not in us and x in buffers and x.op is not Ops.ASSIGN):
             continue
-        kids = (x.src[0],) if x is not u and x.op is Ops.ASSIGN and x in buffers else x.src
+        kids = (x.src[0],) if x not in us and x.op is Ops.ASSIGN and x in buffers else x.src
         stack.extend((s, False) for s in reversed(kids) if s not in seen)
     new: dict[UOp, UOp] = {}
     real: dict[UOp, UOp] = {}
@@ -78,17 +79,62 @@ def _kernel_item(u: UOp, buffers: dict[UOp, UOp]) -> ExecItem:
     for x in order:
         if x.op in BUFFERS:
             new[x] = placeholder(x)
-        elif x is not u and x in buffers:
+        elif x not in us and x in buffers:
             new[x] = new[x.src[0]] if x.op is Ops.ASSIGN else placeholder(buffers[x]).reshape(x.shape)
         else:
             new[x] = x.replace(src=tuple(new[s] for s in x.src)) if x.src else x
-    template = new[u]
-    out = {} if u.op is Ops.ASSIGN else {template: placeholder(buffers[u])}
-    if (item := _templates.get(template)) is None:
+    roots = tuple(new[u] for u in us)
+    out = {new[u]: placeholder(buffers[u]) for u in us if u.op is not Ops.ASSIGN}
+    # (a multi-output kernel's template: a SINK of its roots; a SINK is never a tensor node, so never a single root)
+    template = roots[0] if len(roots) == 1 else UOp.sink(*roots)
+    if template not in _templates:
         if len(_templates) >= _TEMPLATES_MAX:
             _templates.clear()
-        item = _templates[template] = cached_item(template, real, lambda: split_kernel(kernel_ast(template, out)))
-    return ExecItem(item.ast, tuple(real[b] for b in item.bufs))
+        if len(roots) == 1:
+            _templates[template] = cached_item(template, real, lambda: split_kernel(kernel_ast(roots[0], out)))
+        else:  # (the rare multi-output kernel: built in each process, its "no shared work" answer kept too)
+            _templates[template] = None if (ast := kernel_ast(roots, out)) is None else split_kernel(ast)
+    item = _templates[template]
+    return None if item is None else ExecItem(item.ast, tuple(real[b] for b in item.bufs))
+
+
+def _reads(u: UOp, buffers: dict[UOp, UOp]) -> set[UOp]:
+    """The realized nodes that the kernel of realized node u reads."""
+    out: set[UOp] = set()
+    seen: set[UOp] = set()
+    stack = list(u.src)
+    while stack:
+        if (x := stack.pop()) in seen:
+            continue
+        seen.add(x)
+        if x in buffers:
+            out.add(x)
+        elif x.op not in BUFFERS:
+            stack.extend(x.src)
+    return out
+
+
+def _multi_output_pairs(order: list[UOp], score_readers: dict[UOp, list[UOp]],
+                        buffers: dict[UOp, UOp]) -> dict[UOp, tuple[UOp, UOp, ExecItem]]:
+    """Multi-output kernels: pairs of realized nodes of one shape, dtype and device that recompute the same one of
+    attention's scores (ember.schedule.attention) and, made one kernel, compute part of their work once (dK and dV:
+    the scores and dP; `kernel_ast` tells). {member: (first, second, their kernel)}. The first member moves to the
+    second's place in the order: no node in between may read it, nor any assign run in between."""
+    pos = {u: i for i, u in enumerate(order)}
+    pairs: dict[UOp, tuple[UOp, UOp, ExecItem]] = {}
+    for readers in score_readers.values():
+        cands = sorted((r for r in readers if r in pos and r.op not in (Ops.ASSIGN, Ops.COPY)), key=pos.__getitem__)
+        for n, a in enumerate(cands):
+            for b in cands[n + 1:]:
+                if a in pairs or b in pairs or (a.shape, a.dtype, a.device) != (b.shape, b.dtype, b.device):
+                    continue
+                moved = {a}  # a, and what reads it in between (all of which would then run before a)
+                for x in order[pos[a] + 1:pos[b] + 1]:
+                    if x.op is Ops.ASSIGN or not moved.isdisjoint(_reads(x, buffers)):
+                        moved.add(x)
+                if len(moved) == 1 and (item := _kernel_item((a, b), buffers)) is not None:
+                    pairs[a] = pairs[b] = (a, b, item)
+    return pairs
 
 
 def schedule(sink: UOp, hold: frozenset[UOp] = frozenset(),
@@ -125,13 +171,15 @@ def _schedule(sink: UOp, hold: frozenset[UOp], on_item: Callable[[ExecItem], Non
     sink, fixed = fix_assign_hazards(sink)
     sink = rewrite_softmax_grad_rows(sink)  # (attention.py: the backward reads the forward's output)
     sink = graph_rewrite(sink, pm_split_reduces, name="split reduces")
-    realized = realize_map(sink)
+    score_readers: dict[UOp, list[UOp]] = {}
+    realized = realize_map(sink, score_readers)
     order = [u for u in sink.toposort(gate=lambda u: u.op not in BUFFERS) if u in realized]
     buffers: dict[UOp, UOp] = {}
     for u in order:
         buffers[u] = assign_target(u) if u.op is Ops.ASSIGN else new_buffer(u, UOp.unique().arg)
     if any(u.op is Ops.ASSIGN for u in order):
         order = order_assigns(order, buffers)
+    pairs = _multi_output_pairs(order, score_readers, buffers) if score_readers else {}
     items: list[ExecItem] = []
     for u in order:
         if prod(u.shape) == 0:
@@ -139,10 +187,14 @@ def _schedule(sink: UOp, hold: frozenset[UOp], on_item: Callable[[ExecItem], Non
         if u.op is Ops.COPY:
             src = strip_detach(u.src[0])
             items.append(copy_item(buffers[u], buffer_of(src) if is_buffer_view(src) else buffers[src]))
-        else:
-            items.append(_kernel_item(u, buffers))
-            if on_item is not None:
-                on_item(items[-1])
+            continue
+        if (pair := pairs.get(u)) is not None and u is pair[0]:
+            continue  # (made with its partner, at the partner's place in the order)
+        item = pair[2] if pair is not None else _kernel_item((u,), buffers)
+        assert item is not None
+        items.append(item)
+        if on_item is not None:
+            on_item(item)
     # what the caller can see: outputs, held tensors and assigns keep their buffers; the rest may be reused
     outputs = {strip_detach(s) for s in sink.src}
     becomes = {u: (u.src[0] if u.op is Ops.ASSIGN else buffers[u].reshape(u.shape))

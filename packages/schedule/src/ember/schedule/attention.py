@@ -37,15 +37,24 @@ masked part of every reduce over it is not visited.
    recomputed s and dP (2 dot products per pair). Only where the pattern is exactly there: the dP of that o, the
    same p (dropout's p or weights the loss also reads do not match), o in the graph (read back from where it is
    stored: an output or the contiguous copy a model transposes it to).
+5. Readers of one score that are independent and have one shape (dk = dS^T q and dv = p^T dO, both summing over
+   the queries for each key; o and dq where nothing makes dq wait for o) are one kernel with two outputs (the
+   scheduler's `_multi_output_pairs`, rangeify's `kernel_ast` of two roots): their sums share one loop and the
+   scores, p and dP inside are computed once for both. The backward then computes s and dP in two kernels (dq; dk
+   with dv), 4 dot products per pair where it was 5 (dv: s; dq and dk: s and dP): 8 -> 7 in all. On the CPU the one
+   kernel holds twice the accumulators (c. below): it takes ~10% less time than the two, not the fifth less of
+   their work (tools/bench/RESULTS.md).
 Left (issue 22), the training step:
-   a. two outputs from the online kernel: o and the row log-sum-exp lse = m + log(l). Kernels store one buffer
-      today; either a kernel SINK of two stores (o at [i, c], lse at [i]: codegen's expand, heuristic and linearize
-      assume one), or o and lse packed in one (..., T, head_dim + k) buffer, o and lse views of it (the heuristic
-      must still hold a whole row in registers: head_dim + k is no power of two);
+   a. two outputs from the online kernel: o and the row log-sum-exp lse = m + log(l), of different shapes (o at
+      [i, c], lse at [i]): a kernel of two roots over the same ranges (5.) stores one shape; or o and lse packed in
+      one (..., T, head_dim + k) buffer, o and lse views of it;
    b. the backward rewritten to read them (a tensor-graph rule before realize_map): p = exp2((s - lse) log2e) in
       place of exp(s - m) / l (the rows of dS as D = rowsum(dO * o): done, 4. above). Then the forward is 1 kernel (1
-      dot product per pair), the backward dv, dq, dk (2 + 2 + 1, or dk and dv in one kernel sharing s and dP: 2):
-      8 -> 5 (4) dot products per pair; the max and sum kernels (2 score passes) go.
+      dot product per pair) and the max and sum kernels (2 score passes) go: 7 -> 5 dot products per pair.
+   c. the recomputing kernels hold a block of 16 rows of an operand (16 x head_dim) and 16 x head_dim accumulators
+      in vector registers: 64 of AVX-512's 32 at head_dim 32, so they run at about half the speed per dot product of
+      the row max's kernel (which holds only the operand); a flash-style CPU kernel computes a block of scores into a
+      small buffer and multiplies it as a matmul tile.
 """
 
 from __future__ import annotations

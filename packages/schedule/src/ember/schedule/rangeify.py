@@ -96,8 +96,9 @@ def split_reduce(r: UOp) -> UOp | None:
 pm_split_reduces = PatternMatcher([(UPat(Ops.REDUCE_AXIS, name="r"), split_reduce)])
 
 
-def realize_map(sink: UOp) -> set[UOp]:
-    """The tensor nodes that get their own buffer (a kernel each).
+def realize_map(sink: UOp, score_readers: dict[UOp, list[UOp]] | None = None) -> set[UOp]:
+    """The tensor nodes that get their own buffer (a kernel each). `score_readers`, when given, is filled with the
+    realized nodes that recompute each of attention's scores in their kernels (candidates for one kernel together).
 
     Realized: the outputs, CONTIGUOUS, COPY (and its source), ASSIGN; a reduce's epilogue read by several nodes; a
     REDUCE_AXIS read by more than one node or broadcast (an EXPAND between it and the kernel that reads it) - else it
@@ -175,7 +176,17 @@ def realize_map(sink: UOp) -> set[UOp]:
             if _costly(src, realized, any_alu=wide):
                 realized.add(src)
     # a DETACH is its source's value: realizing it realizes the source (unless that already lives in a buffer)
-    return {s for u in realized if not is_buffer_view(s := strip_detach(u)) and s.op is not Ops.CONST}
+    realized = {s for u in realized if not is_buffer_view(s := strip_detach(u)) and s.op is not Ops.CONST}
+    if score_readers is not None:
+        for score in (u for u in recomputed if u.op is Ops.REDUCE_AXIS and u not in realized):
+            readers, stack, seen = [], [score], {score}
+            while stack:
+                for c in users[stack.pop()]:
+                    if c not in seen:
+                        seen.add(c)
+                        (readers.append if c in realized else stack.append)(c)
+            score_readers[score] = readers
+    return realized
 
 
 # recomputing more than this many ALU ops (or any transcendental) per broadcast element costs more than a store+load
@@ -209,11 +220,18 @@ def _costly(u: UOp, realized: set[UOp], any_alu: bool = False) -> bool:
 
 @dataclass
 class IndexCtx:
-    """State of one kernel's rangeify: where each realized tensor lives, and the next range id."""
+    """State of one kernel's rangeify: where each realized tensor lives, the kernel's roots (the tensors it stores),
+    and the next range id. In a kernel of several roots, the reduces right under them (`shared`) read at the same
+    depth over ranges of the same sizes get the same ranges: one loop, and what their values have in common (the
+    recomputed scores of dK and dV) computed once in it. (Two reduces over one range are two accumulators in one
+    loop, whatever they sum; only a reduce inside another's value must not reuse its range: a deeper one.)"""
 
     buffers: dict[UOp, UOp]  # realized tensor -> its BUFFER
-    root: UOp
+    roots: frozenset[UOp]
     range_ids: itertools.count = field(default_factory=itertools.count)
+    shared: dict[UOp, int] = field(default_factory=dict)  # reduce -> its depth under the roots (`top_reduces`)
+    shared_ranges: dict[tuple[int, tuple], list[UOp]] = field(default_factory=dict)
+    reduce_reads: dict[tuple[UOp, tuple[UOp, ...]], UOp] = field(default_factory=dict)  # (shared only)
 
 
 def view(x: UOp, gate: UOp, idxs: tuple[UOp, ...]) -> UOp:
@@ -232,7 +250,7 @@ def flat_index(idxs: tuple[UOp, ...], shape: tuple) -> UOp:
 
 
 def load_buffer(ctx: IndexCtx, i: UOp, x: UOp) -> UOp | None:
-    if x is ctx.root or (x.op not in (Ops.BUFFER, Ops.BUFFER_VIEW) and x not in ctx.buffers):
+    if x in ctx.roots or (x.op not in (Ops.BUFFER, Ops.BUFFER_VIEW) and x not in ctx.buffers):
         return None
     if x.op is Ops.ASSIGN:  # read the assigned value back through the target view
         return view(x.src[0], i.src[1], i.src[2:])
@@ -260,15 +278,29 @@ def push_elementwise(i: UOp, x: UOp) -> UOp:
 
 
 def push_reduce(ctx: IndexCtx, i: UOp, x: UOp) -> UOp:
+    if ctx.shared:  # (a multi-output kernel: a reduce read at equal indices by two roots is computed once)
+        at = tuple(u.simplify() for u in i.src[1:])
+        if (done := ctx.reduce_reads.get((x, at))) is None:
+            done = ctx.reduce_reads[(x, at)] = _push_reduce(ctx, i.replace(src=(x, *at)), x)
+        return done
+    return _push_reduce(ctx, i, x)
+
+
+def _push_reduce(ctx: IndexCtx, i: UOp, x: UOp) -> UOp:
     op, axes = x.arg
     src = x.src[0]
     idxs, rngs = list(i.src[2:]), []
+    sizes = [src.shape[a] for a in axes if not (isinstance(src.shape[a], int) and src.shape[a] == 1)]
+    key = (ctx.shared[x], tuple(sizes)) if x in ctx.shared else None
+    shared = ctx.shared_ranges.get(key) if key is not None else None
     for a in axes:
         if isinstance(size := src.shape[a], int) and size == 1:
             idxs[a] = UOp.const(dtypes.index, 0)
         else:
-            idxs[a] = UOp.range(size, next(ctx.range_ids), AxisType.REDUCE)
+            idxs[a] = shared[len(rngs)] if shared else UOp.range(size, next(ctx.range_ids), AxisType.REDUCE)
             rngs.append(idxs[a])
+    if key is not None and shared is None:
+        ctx.shared_ranges[key] = rngs
     inner = view(src, i.src[1], tuple(idxs))
     return UOp(Ops.REDUCE, x.dtype, (inner, *rngs), op) if rngs else inner
 
@@ -337,35 +369,74 @@ def scatter_ast(ctx: IndexCtx, value: UOp, idxs: tuple[UOp, ...],
     return None
 
 
-def kernel_ast(x: UOp, buffers: dict[UOp, UOp]) -> UOp:
-    """The kernel that computes realized tensor x into its buffer: SINK(END(STORE(INDEX(buf, idx), value), *ranges))."""
-    shape = x.shape
-    assert shape is not None, f"rangeify: {x.op} has no shape"
-    ctx = IndexCtx(buffers, x)
+def top_reduces(roots: tuple[UOp, ...], buffers: dict[UOp, UOp]) -> dict[UOp, int]:
+    """The REDUCE_AXIS nodes right under the roots of a kernel, each with its depth: reached through elementwise and
+    movement ops (depth 0), and from one of them through movement ops only (a sum of a sum: one deeper); not the
+    reduces inside another reduce's value."""
+    found: dict[UOp, int] = {}
+    stack = [(r.src[1] if r.op is Ops.ASSIGN else r, -1) for r in roots]
+    seen: set[tuple[UOp, int]] = set()
+    while stack:
+        u, above = stack.pop()  # (above: the depth of the reduce u is under, -1 for none)
+        if (u, above) in seen or (u not in roots and u in buffers) or u.op in (Ops.BUFFER, Ops.BUFFER_VIEW):
+            continue
+        seen.add((u, above))
+        if u.op is Ops.REDUCE_AXIS:
+            found[u] = max(found.get(u, 0), above + 1)
+            stack.append((u.src[0], above + 1))
+        elif u.op in GroupOp.Movement or u.op in (Ops.DETACH, Ops.CONTIGUOUS) or \
+                (above < 0 and u.op in GroupOp.Elementwise):
+            stack.extend((s, above) for s in u.src)
+    return found
+
+
+def kernel_ast(x: UOp | tuple[UOp, ...], buffers: dict[UOp, UOp]) -> UOp | None:
+    """The kernel that computes realized tensor x into its buffer: SINK(END(STORE(INDEX(buf, idx), value), *ranges)).
+    Given several tensors of one shape (a multi-output kernel), one kernel that stores them all over the same output
+    ranges, SINK(END(NOOP(STORE, ...), *ranges)), with the reduces right under them sharing their ranges; None when
+    their values then share no reduce (nothing would be computed once for both)."""
+    xs = x if isinstance(x, tuple) else (x,)
+    shape = xs[0].shape
+    assert shape is not None, f"rangeify: {xs[0].op} has no shape"
+    assert all(r.shape == shape for r in xs), "rangeify: the outputs of one kernel have one shape"
+    ctx = IndexCtx(buffers, frozenset(xs), shared=top_reduces(xs, buffers) if len(xs) > 1 else {})
     idxs = []
     for s in shape:
         idxs.append(UOp.const(dtypes.index, 0) if isinstance(s, int) and s == 1 else
                     UOp.range(s, next(ctx.range_ids), AxisType.GLOBAL))
-    value_src = x.src[1] if x.op is Ops.ASSIGN else x
-    value = graph_rewrite(view(value_src, _true(), tuple(idxs)), pm_kernel_value, ctx=ctx, bottom_up=True,
-                          name="rangeify")
-    value = graph_rewrite(value, pm_bound_masked_reduces, name="bound masked reduces")
-    value = graph_rewrite(value, pm_online_softmax, name="online softmax")
-    value = graph_rewrite(value, pm_split_reduce_ranges, ctx=ctx.range_ids, name="split reduce ranges")
+    views = [view(r.src[1] if r.op is Ops.ASSIGN else r, _true(), tuple(idxs)) for r in xs]
+    values = graph_rewrite(UOp.sink(*views), pm_kernel_value, ctx=ctx, bottom_up=True, name="rangeify")
+    values = graph_rewrite(values, pm_bound_masked_reduces, name="bound masked reduces")
+    values = graph_rewrite(values, pm_online_softmax, name="online softmax")
+    values = graph_rewrite(values, pm_split_reduce_ranges, ctx=ctx.range_ids, name="split reduce ranges")
+    if len(xs) > 1 and not _share_a_reduce(values.src):
+        return None
 
-    def address(at: tuple[UOp, ...]) -> UOp:  # the element of the output that index `at` is stored to
-        buf, idx = store_index(x.src[0], at) if x.op is Ops.ASSIGN else (buffers[x], flat_index(at, shape).simplify())
+    def address(r: UOp, at: tuple[UOp, ...]) -> UOp:  # the element of output r that index `at` is stored to
+        buf, idx = store_index(r.src[0], at) if r.op is Ops.ASSIGN else (buffers[r], flat_index(at, shape).simplify())
         return buf.index(idx)
 
-    if (scatter := scatter_ast(ctx, value, tuple(idxs), address)) is not None:
+    if len(xs) == 1 and (scatter := scatter_ast(ctx, values.src[0], tuple(idxs),
+                                                functools.partial(address, xs[0]))) is not None:
         return scatter
-    buf_idx = address(tuple(idxs))
+    stores = [address(r, tuple(idxs)).store(v) for r, v in zip(xs, values.src)]
+    store = stores[0] if len(stores) == 1 else UOp(Ops.NOOP, dtypes.void, tuple(stores))
     rngs = [i for i in idxs if i.op is Ops.RANGE]
-    store = buf_idx.store(value)
     if not rngs:
         return UOp.sink(store)
     store, rngs = merge_ranges(store, rngs)
     return UOp.sink(store.end(*rngs))
+
+
+def _share_a_reduce(values: tuple[UOp, ...]) -> bool:
+    """Whether every value reads a REDUCE that another one reads too (its loop's work done once for both), and no
+    REDUCE reads, inside its value, one over a range of its own (shared ranges must only join sibling loops)."""
+    reduces = [{u for u in v.toposort() if u.op is Ops.REDUCE} for v in values]
+    for red in set().union(*reduces):
+        own = set(red.src[1:])
+        if any(u is not red and u.op is Ops.REDUCE and not own.isdisjoint(u.src[1:]) for u in red.src[0].toposort()):
+            return False
+    return all(any(rs & other for other in reduces if other is not rs) for rs in reduces)
 
 
 def _address_terms(store: UOp) -> list[list[tuple[UOp, int, set[UOp]]]]:
