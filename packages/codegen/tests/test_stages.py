@@ -136,3 +136,23 @@ def test_a_kernel_with_two_outputs(run_c, rng, opts):
     out0, out1, *_ = run_c(prg, np.zeros((n, m), np.float32), np.zeros((n, m), np.float32), x, y, z)
     np.testing.assert_allclose(out0, x @ y, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(out1, x @ z, rtol=1e-5, atol=1e-5)
+
+
+def test_a_row_statistic_stored_beside_its_rows_is_accumulated_once(run_c, rng):
+    # a multi-output kernel of two shapes (ember.schedule: o with the softmax row sum it reads): out1[i] = sum_k a[i, k]
+    # and out0[i, j] = b[i, j] * out1[i]. Upcast by 16 along i and by 16 along j, out1's store is one vector of 16 rows
+    # (its copies along j are one store), and out0 reads those rows' sums from that vector's lanes: one vector
+    # accumulator in all, not a vector for the store and 16 scalars for out0
+    n, m, k = 32, 16, 8
+    r0, r1, r2 = UOp.range(n, 0, AxisType.GLOBAL), UOp.range(m, 1, AxisType.GLOBAL), UOp.range(k, 2, AxisType.REDUCE)
+    red = UOp(Ops.REDUCE, dtypes.float32, (param(2, n * k).index(r0 * k + r2).load(), r2), Ops.ADD)
+    stores = (param(0, n * m).index(r0 * m + r1).store(param(3, n * m).index(r0 * m + r1).load() * red),
+              param(1, n).index(r0).store(red))
+    ast = UOp.sink(UOp(Ops.NOOP, dtypes.void, stores).end(r0, r1))
+    prg = to_program(ast, CRenderer(), [Opt(OptOps.UPCAST, 0, 16), Opt(OptOps.UPCAST, 1, 16)])
+    regs = [u for u in prg.uops if u.op is Ops.DEFINE_REG]
+    assert len(regs) == 1 and regs[0].dtype.count == 16
+    a, b = rng.standard_normal((n, k), dtype=np.float32), rng.standard_normal((n, m), dtype=np.float32)
+    out0, out1, *_ = run_c(prg, np.zeros((n, m), np.float32), np.zeros(n, np.float32), a, b)
+    np.testing.assert_allclose(out1, a.sum(1), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(out0, b * a.sum(1, keepdims=True), rtol=1e-5, atol=1e-5)

@@ -67,7 +67,8 @@ def upcast_store(e: UOp) -> UOp | None:
     if not upcast:
         return None
     # (the stores of a multi-output kernel, a NOOP of them, become one flat NOOP of all their copies)
-    stores = tuple(s for c in _copies(e.src[0], upcast) for s in (c.src if c.op is Ops.NOOP else (c,)))
+    # (once each: a store the upcast axis does not index, a row statistic beside a row of outputs, is one copy)
+    stores = tuple(dict.fromkeys(s for c in _copies(e.src[0], upcast) for s in (c.src if c.op is Ops.NOOP else (c,))))
     rest = tuple(r for r in e.src[1:] if r not in upcast)
     body = UOp(Ops.NOOP, dtypes.void, stores)
     return UOp(Ops.END, dtypes.void, (body, *rest)) if rest else body

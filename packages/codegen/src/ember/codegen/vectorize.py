@@ -113,6 +113,9 @@ class _SLP:
 
     def _vec(self, lanes: tuple[UOp, ...]) -> UOp:
         v0, n = lanes[0], len(lanes)
+        if v0.op is Ops.GEP and len(v0.src) == 1 and v0.src[0].dtype.count == n and \
+                all(x.op is Ops.GEP and x.src == v0.src and x.arg == k for k, x in enumerate(lanes)):
+            return v0.src[0]  # (a vector's own lanes, in order: that vector)
         if all(x is v0 for x in lanes) or not _alike(lanes):
             return build(lanes)
         r = self.renderer
@@ -295,11 +298,38 @@ def vectorize(ast: UOp, renderer: Renderer) -> UOp:
                 mapping[u] = s if s is not None else cur
     if mapping:
         nodes = (ast := ast.substitute(mapping)).toposort()
+    if (shared := _reduce_lanes(slp, nodes)):
+        nodes = (ast := ast.substitute(shared)).toposort()
     if nested:
         nodes = (ast := _scalar_lanes(ast, slp, vector_bytes)).toposort()
     # the horizontal reduces no vector store took in: one tree each
     mapping = {u: hz for u in nodes if u.op is Ops.REDUCE and (hz := slp.horizontal((u,))) is not None}
     return ast.substitute(mapping) if mapping else ast
+
+
+def _reduce_lanes(slp: _SLP, nodes: list[UOp]) -> dict[UOp, UOp]:
+    """A scalar reduce the kernel still reads that is also a lane of a vector reduce the stores made (a multi-output
+    kernel's row statistic: stored as a vector, read lane by lane by the other outputs) read from that vector: one
+    accumulator, not both. {scalar: GEP(vector, lane)} and {old vector: vector reading the vectors' lanes}, the
+    vectors rebuilt until no scalar lane is left inside one."""
+    vecs = [(lanes, v) for lanes, v in slp.memo.items()
+            if v.op is Ops.REDUCE and v.dtype.count == len(lanes) and all(x.op is Ops.REDUCE for x in lanes)]
+    present = set(nodes)
+    if not any(x in present for lanes, _ in vecs for x in lanes):
+        return {}
+    lanes_of: dict[UOp, UOp] = {}
+    now = {v: v for _, v in vecs}
+    for _ in range(len(vecs) + 1):  # (a vector reading another's lanes is rebuilt once that one is)
+        changed = False
+        for lanes, v in vecs:
+            if (v2 := v.substitute(lanes_of)) is not now[v]:
+                now[v], changed = v2, True
+            for k, x in enumerate(lanes):
+                if (g := UOp(Ops.GEP, x.dtype, (now[v],), k)) is not lanes_of.get(x):
+                    lanes_of[x], changed = g, True
+        if not changed:
+            break
+    return lanes_of | {v: v2 for v, v2 in now.items() if v2 is not v}
 
 
 _TRANSCENDENTAL = (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT)
@@ -310,9 +340,11 @@ def _lane_key(u: UOp, memo: dict[UOp, object]) -> object:
     if (k := memo.get(u)) is None:
         if u.op is Ops.CONST:
             k = ("const", u.dtype)
+        elif u.op is Ops.GEP and len(u.src) == 1 and isinstance(u.arg, int):  # (lane k of one vector: alike)
+            k = ("gep", _lane_key(u.src[0], memo))
         elif u.op in (Ops.RANGE, Ops.PARAM, Ops.DEFINE_VAR, Ops.DEFINE_REG, Ops.DEFINE_LOCAL):
             k = u
-        elif dtypes.is_int(u.dtype) and u.op in (Ops.ADD, Ops.MUL):  # (lane 0's index has no "+ 0")
+        elif dtypes.is_int(u.dtype) and u.dtype.count == 1 and u.op in (Ops.ADD, Ops.MUL):  # (lane 0's index: no "+ 0")
             k = ("linear", u.dtype, frozenset((_lane_key(b, memo), m) for b, m in linear_terms(u)[0]))
         else:
             k = (u.op, u.dtype, u.arg, tuple(_lane_key(s, memo) for s in u.src))

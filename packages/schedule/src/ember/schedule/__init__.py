@@ -114,27 +114,55 @@ def _reads(u: UOp, buffers: dict[UOp, UOp]) -> set[UOp]:
     return out
 
 
-def _multi_output_pairs(order: list[UOp], score_readers: dict[UOp, list[UOp]],
-                        buffers: dict[UOp, UOp]) -> dict[UOp, tuple[UOp, UOp, ExecItem]]:
-    """Multi-output kernels: pairs of realized nodes of one shape, dtype and device that recompute the same one of
-    attention's scores (ember.schedule.attention) and, made one kernel, compute part of their work once (dK and dV:
-    the scores and dP; `kernel_ast` tells). {member: (first, second, their kernel)}. The first member moves to the
-    second's place in the order: no node in between may read it, nor any assign run in between."""
+def _broadcasts_to(small: tuple, big: tuple) -> bool:
+    return len(small) == len(big) and all(a == b or a == 1 for a, b in zip(small, big))
+
+
+def _multi_output_groups(order: list[UOp], score_readers: dict[UOp, list[UOp]],
+                         buffers: dict[UOp, UOp]) -> dict[UOp, tuple[tuple[UOp, ...], ExecItem]]:
+    """Multi-output kernels: realized nodes that recompute the same one of attention's scores (ember.schedule.attention)
+    and, made one kernel, compute part of their work once (`kernel_ast` tells). {member: (the members in order, their
+    kernel)}; the kernel runs at its last member's place in the order, so no node before that may read an earlier
+    member, nor may an assign run there. Two kinds:
+    - a reader and the row statistics it reads (o = softmax(s) @ v with the row max and row sum the backward reads,
+      of o's shape but for size-1 axes): one kernel computes the statistics and o, storing all three;
+    - two independent readers of one shape, dtype and device (the backward's dk and dv: the scores and dP, summed
+      over the same queries; o and dq where nothing makes dq wait for o)."""
     pos = {u: i for i, u in enumerate(order)}
-    pairs: dict[UOp, tuple[UOp, UOp, ExecItem]] = {}
-    for readers in score_readers.values():
-        cands = sorted((r for r in readers if r in pos and r.op not in (Ops.ASSIGN, Ops.COPY)), key=pos.__getitem__)
-        for n, a in enumerate(cands):
-            for b in cands[n + 1:]:
-                if a in pairs or b in pairs or (a.shape, a.dtype, a.device) != (b.shape, b.dtype, b.device):
-                    continue
-                moved = {a}  # a, and what reads it in between (all of which would then run before a)
-                for x in order[pos[a] + 1:pos[b] + 1]:
-                    if x.op is Ops.ASSIGN or not moved.isdisjoint(_reads(x, buffers)):
-                        moved.add(x)
-                if len(moved) == 1 and (item := _kernel_item((a, b), buffers)) is not None:
-                    pairs[a] = pairs[b] = (a, b, item)
-    return pairs
+    readers_of: dict[UOp, set[UOp]] = {}
+    for score, readers in score_readers.items():
+        for r in readers:
+            readers_of.setdefault(r, set()).add(score)
+    groups: dict[UOp, tuple[tuple[UOp, ...], ExecItem]] = {}
+
+    def try_group(members: list[UOp]) -> None:
+        members = sorted(members, key=pos.__getitem__)
+        inside = set(members)
+        for x in order[pos[members[0]] + 1:pos[members[-1]]]:  # (what runs in between must not need a member)
+            if x not in inside and (x.op is Ops.ASSIGN or not inside.isdisjoint(_reads(x, buffers))):
+                return
+        # (the biggest shape first: its ranges are the kernel's)
+        roots = tuple(sorted(members, key=lambda m: -prod(m.shape)))
+        if (item := _kernel_item(roots, buffers)) is not None:
+            for m in members:
+                groups[m] = (tuple(members), item)
+
+    cands = [u for u in order if u in readers_of and u.op not in (Ops.ASSIGN, Ops.COPY)]
+    for o in cands:  # a reader with the row statistics it reads
+        if o in groups:
+            continue
+        stats = [x for x in _reads(o, buffers) if x in readers_of and x not in groups and x.op is Ops.REDUCE_AXIS and
+                 x.shape != o.shape and _broadcasts_to(x.shape, o.shape) and readers_of[x] & readers_of[o] and
+                 (x.dtype, x.device) == (o.dtype, o.device)]
+        if stats:
+            try_group([*stats, o])
+    for n, a in enumerate(cands):  # two independent readers of one shape
+        for b in cands[n + 1:]:
+            if a in groups or b in groups or (a.shape, a.dtype, a.device) != (b.shape, b.dtype, b.device) or \
+                    not readers_of[a] & readers_of[b] or a in _reads(b, buffers):
+                continue
+            try_group([a, b])
+    return groups
 
 
 def schedule(sink: UOp, hold: frozenset[UOp] = frozenset(),
@@ -179,7 +207,7 @@ def _schedule(sink: UOp, hold: frozenset[UOp], on_item: Callable[[ExecItem], Non
         buffers[u] = assign_target(u) if u.op is Ops.ASSIGN else new_buffer(u, UOp.unique().arg)
     if any(u.op is Ops.ASSIGN for u in order):
         order = order_assigns(order, buffers)
-    pairs = _multi_output_pairs(order, score_readers, buffers) if score_readers else {}
+    groups = _multi_output_groups(order, score_readers, buffers) if score_readers else {}
     items: list[ExecItem] = []
     for u in order:
         if prod(u.shape) == 0:
@@ -188,9 +216,9 @@ def _schedule(sink: UOp, hold: frozenset[UOp], on_item: Callable[[ExecItem], Non
             src = strip_detach(u.src[0])
             items.append(copy_item(buffers[u], buffer_of(src) if is_buffer_view(src) else buffers[src]))
             continue
-        if (pair := pairs.get(u)) is not None and u is pair[0]:
-            continue  # (made with its partner, at the partner's place in the order)
-        item = pair[2] if pair is not None else _kernel_item((u,), buffers)
+        if (group := groups.get(u)) is not None and u is not group[0][-1]:
+            continue  # (made with the other members, at the last one's place in the order)
+        item = group[1] if group is not None else _kernel_item((u,), buffers)
         assert item is not None
         items.append(item)
         if on_item is not None:

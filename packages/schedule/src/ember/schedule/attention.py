@@ -14,8 +14,8 @@ masked part of every reduce over it is not visited.
    inside its own loop, a reduce over head_dim nested in the reduce over keys (or queries). What stays are O(T) row
    statistics and the outputs, so memory grows linearly with the sequence; the price is the head_dim-long dot product
    recomputed by each reader, which the codegen heuristic keeps to once per (query, key) pair by holding the output
-   row (head_dim values) in registers (causal attention: forward 3 kernels, backward 3 with scores; 8 head_dim-long
-   dot products per (query, key) pair in all, where flash attention does 3, against T x T memory traffic). Only from
+   row (head_dim values) in registers (causal training attention: 3 kernels with scores, 6 head_dim-long dot products
+   per (query, key) pair in all, 5. below, where flash attention does 3, against T x T memory traffic). Only from
    T >= 16 head_dim on (RECOMPUTE_MIN_BLOWUP): the tiny Llama at seq 256 keeps its stored scores.
 2. A reduce over r of a value that is the reduce's identity wherever a mask on r is false (where(j <= i, s, -inf)
    under a max, exp of it under a sum, the zeros its gradient leaves) runs over the unmasked interval only: the range
@@ -29,29 +29,28 @@ masked part of every reduce over it is not visited.
    unfused reduces exactly); with ONLINE_ONE_LOOP over the max's range, which codegen lowers as one loop, the
    running max rescaling the sums (ember.codegen.lower.lower_online: each score computed once, but a rescale of
    every accumulator per key: on the CPU ~25% more time than the two passes, tools/bench/RESULTS.md). Where
-   something else reads a statistic (a backward), the forward stays 3 kernels (a stored max and sum, each
-   recomputing the scores).
+   something else reads a statistic (a backward), they are stored, by p @ v's kernel too (5. below).
 4. The softmax backward's row term, rowsum_j(dP[i, j] p[i, j]) with dP = dO v^T the gradient of o = p @ v (p times
    factors free of j, as the gradient of e / l leaves it), is rowsum_c(dO[i, c] o[i, c]) (`softmax_grad_rows`, a
    tensor-graph rule before realize_map): a reduce over head_dim reading o and dO, where the rows-of-dS kernel
    recomputed s and dP (2 dot products per pair). Only where the pattern is exactly there: the dP of that o, the
    same p (dropout's p or weights the loss also reads do not match), o in the graph (read back from where it is
    stored: an output or the contiguous copy a model transposes it to).
-5. Readers of one score that are independent and have one shape (dk = dS^T q and dv = p^T dO, both summing over
-   the queries for each key; o and dq where nothing makes dq wait for o) are one kernel with two outputs (the
-   scheduler's `_multi_output_pairs`, rangeify's `kernel_ast` of two roots): their sums share one loop and the
-   scores, p and dP inside are computed once for both. The backward then computes s and dP in two kernels (dq; dk
-   with dv), 4 dot products per pair where it was 5 (dv: s; dq and dk: s and dP): 8 -> 7 in all. On the CPU the one
-   kernel holds twice the accumulators (c. below): it takes ~10% less time than the two, not the fifth less of
-   their work (tools/bench/RESULTS.md).
+5. Readers of one score are multi-output kernels where that computes work once (the scheduler's
+   `_multi_output_groups`, rangeify's `kernel_ast` of several roots): o with the row max and row sum the backward
+   reads (one kernel: the max's loop, then the sum's and p @ v's, storing all three; was 3 kernels, a score pass
+   each), and the independent readers of one shape: dk = dS^T q with dv = p^T dO (both sum over the queries for each
+   key: one loop, and s, p and dP in it computed once; was 2 kernels, 3 score passes). Causal training attention is
+   then 5 kernels (3 of them score kernels) and 6 head_dim dot products per (query, key) pair where it was 8:
+   forward 2 (the two loops), dq 2, dk with dv 2. On the CPU the forward takes ~0.85x and dk with dv ~0.9x the time
+   of the kernels they replace (tools/bench/RESULTS.md): the one kernel holds more accumulators (b. below).
 Left (issue 22), the training step:
-   a. two outputs from the online kernel: o and the row log-sum-exp lse = m + log(l), of different shapes (o at
-      [i, c], lse at [i]): a kernel of two roots over the same ranges (5.) stores one shape; or o and lse packed in
-      one (..., T, head_dim + k) buffer, o and lse views of it;
-   b. the backward rewritten to read them (a tensor-graph rule before realize_map): p = exp2((s - lse) log2e) in
-      place of exp(s - m) / l (the rows of dS as D = rowsum(dO * o): done, 4. above). Then the forward is 1 kernel (1
-      dot product per pair) and the max and sum kernels (2 score passes) go: 7 -> 5 dot products per pair.
-   c. the recomputing kernels hold a block of 16 rows of an operand (16 x head_dim) and 16 x head_dim accumulators
+   a. the forward's two loops as one (the online softmax, ONLINE_ONE_LOOP, pays on the CPU only with the rescale
+      once per block of keys: an UNROLL of a key loop whose bound depends on the query); the backward reading the row
+      log-sum-exp lse = m + log(l) in place of m and l (p = exp2((s - lse) log2e)); dq in dk and dv's kernel
+      (it sums over the keys, they over the queries: flash attention's dq accumulates across key blocks). Flash
+      attention computes 3 dot products per pair.
+   b. the recomputing kernels hold a block of 16 rows of an operand (16 x head_dim) and 16 x head_dim accumulators
       in vector registers: 64 of AVX-512's 32 at head_dim 32, so they run at about half the speed per dot product of
       the row max's kernel (which holds only the operand); a flash-style CPU kernel computes a block of scores into a
       small buffer and multiplies it as a matmul tile.

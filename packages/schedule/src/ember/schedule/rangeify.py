@@ -231,7 +231,8 @@ class IndexCtx:
     range_ids: itertools.count = field(default_factory=itertools.count)
     shared: dict[UOp, int] = field(default_factory=dict)  # reduce -> its depth under the roots (`top_reduces`)
     shared_ranges: dict[tuple[int, tuple], list[UOp]] = field(default_factory=dict)
-    reduce_reads: dict[tuple[UOp, tuple[UOp, ...]], UOp] = field(default_factory=dict)  # (shared only)
+    multi: bool = False  # several roots: a reduce read at equal indices is rangeified once (`reduce_reads`)
+    reduce_reads: dict[tuple[UOp, tuple[UOp, ...]], UOp] = field(default_factory=dict)
 
 
 def view(x: UOp, gate: UOp, idxs: tuple[UOp, ...]) -> UOp:
@@ -278,7 +279,7 @@ def push_elementwise(i: UOp, x: UOp) -> UOp:
 
 
 def push_reduce(ctx: IndexCtx, i: UOp, x: UOp) -> UOp:
-    if ctx.shared:  # (a multi-output kernel: a reduce read at equal indices by two roots is computed once)
+    if ctx.multi:  # (a multi-output kernel: a reduce read at equal indices by two roots is computed once)
         at = tuple(u.simplify() for u in i.src[1:])
         if (done := ctx.reduce_reads.get((x, at))) is None:
             done = ctx.reduce_reads[(x, at)] = _push_reduce(ctx, i.replace(src=(x, *at)), x)
@@ -392,19 +393,31 @@ def top_reduces(roots: tuple[UOp, ...], buffers: dict[UOp, UOp]) -> dict[UOp, in
 
 def kernel_ast(x: UOp | tuple[UOp, ...], buffers: dict[UOp, UOp]) -> UOp | None:
     """The kernel that computes realized tensor x into its buffer: SINK(END(STORE(INDEX(buf, idx), value), *ranges)).
-    Given several tensors of one shape (a multi-output kernel), one kernel that stores them all over the same output
-    ranges, SINK(END(NOOP(STORE, ...), *ranges)), with the reduces right under them sharing their ranges; None when
-    their values then share no reduce (nothing would be computed once for both)."""
+    Given several tensors (a multi-output kernel), one kernel that stores them all over the first one's output
+    ranges, SINK(END(NOOP(STORE, ...), *ranges)); the others have its shape, or size 1 where they broadcast to it (a
+    row statistic beside its rows: stored at index 0 of those axes). A reduce read at equal indices is rangeified
+    once; where no tensor reads another, the reduces right under them share their ranges (one loop); where one does
+    (o and the row statistics it reads), it recomputes them rather than load them. None when the values then share
+    no reduce (nothing would be computed once for all) or a reduce reads one over its own range."""
     xs = x if isinstance(x, tuple) else (x,)
     shape = xs[0].shape
     assert shape is not None, f"rangeify: {xs[0].op} has no shape"
-    assert all(r.shape == shape for r in xs), "rangeify: the outputs of one kernel have one shape"
-    ctx = IndexCtx(buffers, frozenset(xs), shared=top_reduces(xs, buffers) if len(xs) > 1 else {})
+    assert all(len(r.shape) == len(shape) and all(a in (1, b) for a, b in zip(r.shape, shape)) for r in xs), \
+        "rangeify: the outputs of one kernel have the first one's shape, or size 1 where they broadcast to it"
+    # (roots that read one another: the statistics p @ v reads, recomputed where it reads them; their ranges are
+    # their own, the online softmax joins them)
+    independent = len(xs) > 1 and not any(r2 in r.toposort() for r in xs for r2 in xs if r2 is not r)
+    ctx = IndexCtx(buffers, frozenset(xs), shared=top_reduces(xs, buffers) if independent else {},
+                   multi=len(xs) > 1)
     idxs = []
     for s in shape:
         idxs.append(UOp.const(dtypes.index, 0) if isinstance(s, int) and s == 1 else
                     UOp.range(s, next(ctx.range_ids), AxisType.GLOBAL))
-    views = [view(r.src[1] if r.op is Ops.ASSIGN else r, _true(), tuple(idxs)) for r in xs]
+
+    def at(r: UOp) -> tuple[UOp, ...]:  # root r's indices (0 where it broadcasts)
+        return tuple(UOp.const(dtypes.index, 0) if n == 1 else i for i, n in zip(idxs, r.shape))
+
+    views = [view(r.src[1] if r.op is Ops.ASSIGN else r, _true(), at(r)) for r in xs]
     values = graph_rewrite(UOp.sink(*views), pm_kernel_value, ctx=ctx, bottom_up=True, name="rangeify")
     values = graph_rewrite(values, pm_bound_masked_reduces, name="bound masked reduces")
     values = graph_rewrite(values, pm_online_softmax, name="online softmax")
@@ -412,14 +425,16 @@ def kernel_ast(x: UOp | tuple[UOp, ...], buffers: dict[UOp, UOp]) -> UOp | None:
     if len(xs) > 1 and not _share_a_reduce(values.src):
         return None
 
-    def address(r: UOp, at: tuple[UOp, ...]) -> UOp:  # the element of output r that index `at` is stored to
-        buf, idx = store_index(r.src[0], at) if r.op is Ops.ASSIGN else (buffers[r], flat_index(at, shape).simplify())
-        return buf.index(idx)
+    def address(r: UOp, point: tuple[UOp, ...]) -> UOp:  # the element of output r that index `point` is stored to
+        if r.op is Ops.ASSIGN:
+            buf, idx = store_index(r.src[0], point)
+            return buf.index(idx)
+        return buffers[r].index(flat_index(point, r.shape).simplify())
 
     if len(xs) == 1 and (scatter := scatter_ast(ctx, values.src[0], tuple(idxs),
                                                 functools.partial(address, xs[0]))) is not None:
         return scatter
-    stores = [address(r, tuple(idxs)).store(v) for r, v in zip(xs, values.src)]
+    stores = [address(r, at(r)).store(v) for r, v in zip(xs, values.src)]
     store = stores[0] if len(stores) == 1 else UOp(Ops.NOOP, dtypes.void, tuple(stores))
     rngs = [i for i in idxs if i.op is Ops.RANGE]
     if not rngs:
