@@ -298,8 +298,8 @@ def vectorize(ast: UOp, renderer: Renderer) -> UOp:
                 mapping[u] = s if s is not None else cur
     if mapping:
         nodes = (ast := ast.substitute(mapping)).toposort()
-    if (shared := _reduce_lanes(slp, nodes)):
-        nodes = (ast := ast.substitute(shared)).toposort()
+    if (shared := _share_reduce_lanes(ast, nodes, slp)) is not ast:
+        nodes = (ast := shared).toposort()
     if nested:
         nodes = (ast := _scalar_lanes(ast, slp, vector_bytes)).toposort()
     # the horizontal reduces no vector store took in: one tree each
@@ -307,29 +307,37 @@ def vectorize(ast: UOp, renderer: Renderer) -> UOp:
     return ast.substitute(mapping) if mapping else ast
 
 
-def _reduce_lanes(slp: _SLP, nodes: list[UOp]) -> dict[UOp, UOp]:
-    """A scalar reduce the kernel still reads that is also a lane of a vector reduce the stores made (a multi-output
-    kernel's row statistic: stored as a vector, read lane by lane by the other outputs) read from that vector: one
-    accumulator, not both. {scalar: GEP(vector, lane)} and {old vector: vector reading the vectors' lanes}, the
-    vectors rebuilt until no scalar lane is left inside one."""
-    vecs = [(lanes, v) for lanes, v in slp.memo.items()
-            if v.op is Ops.REDUCE and v.dtype.count == len(lanes) and all(x.op is Ops.REDUCE for x in lanes)]
-    present = set(nodes)
-    if not any(x in present for lanes, _ in vecs for x in lanes):
-        return {}
-    lanes_of: dict[UOp, UOp] = {}
-    now = {v: v for _, v in vecs}
-    for _ in range(len(vecs) + 1):  # (a vector reading another's lanes is rebuilt once that one is)
-        changed = False
-        for lanes, v in vecs:
-            if (v2 := v.substitute(lanes_of)) is not now[v]:
-                now[v], changed = v2, True
-            for k, x in enumerate(lanes):
-                if (g := UOp(Ops.GEP, x.dtype, (now[v],), k)) is not lanes_of.get(x):
-                    lanes_of[x], changed = g, True
-        if not changed:
-            break
-    return lanes_of | {v: v2 for v, v2 in now.items() if v2 is not v}
+def _share_reduce_lanes(ast: UOp, nodes: list[UOp], slp: _SLP) -> UOp:
+    """The kernel with each scalar reduce it still reads that is also a lane of a vector reduce the stores made (a
+    multi-output kernel's row statistic: stored as a vector, read lane by lane by the other outputs) read from that
+    vector: one accumulator, not both. One rebuild, sources first; a lane's vector is rebuilt before the lane's GEP
+    (it may read other vectors' lanes)."""
+    lane_of = {x: (v, k) for lanes, v in slp.memo.items()
+               if v.op is Ops.REDUCE and v.dtype.count == len(lanes) for k, x in enumerate(lanes) if x.op is Ops.REDUCE}
+    if not lane_of or lane_of.keys().isdisjoint(nodes):
+        return ast
+    new: dict[UOp, UOp] = {}
+    visiting: set[UOp] = set()
+    stack: list[tuple[UOp, bool]] = [(ast, False)]
+    while stack:
+        u, ready = stack.pop()
+        if u in new:
+            continue
+        deps = (lane_of[u][0],) if u in lane_of else u.src
+        if not ready:
+            if any(d in visiting for d in deps):
+                return ast  # (a vector reading its own lane: nothing to share)
+            visiting.add(u)
+            stack.append((u, True))
+            stack.extend((d, False) for d in deps if d not in new)
+            continue
+        visiting.discard(u)
+        if u in lane_of:
+            new[u] = UOp(Ops.GEP, u.dtype, (new[lane_of[u][0]],), lane_of[u][1])
+        else:
+            src = tuple(new[s] for s in u.src)
+            new[u] = u if src == u.src else UOp(u.op, u.dtype, src, u.arg, u.tag)
+    return new[ast]
 
 
 _TRANSCENDENTAL = (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT)
