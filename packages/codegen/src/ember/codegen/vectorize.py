@@ -25,7 +25,18 @@ from __future__ import annotations
 import functools
 
 from ember.codegen.renderer import Renderer
-from ember.uops import DType, GroupOp, Ops, UOp, dtypes, linear_terms
+from ember.uops import (
+    DType,
+    GroupOp,
+    Ops,
+    PatternMatcher,
+    RewriteLoopError,
+    UOp,
+    UPat,
+    dtypes,
+    graph_rewrite,
+    linear_terms,
+)
 
 
 @functools.lru_cache(maxsize=1 << 14)  # (each address is keyed once per lane group it is compared in: 5 times)
@@ -307,37 +318,25 @@ def vectorize(ast: UOp, renderer: Renderer) -> UOp:
     return ast.substitute(mapping) if mapping else ast
 
 
+# a scalar reduce that is a lane of a vector reduce (ctx: {scalar: (vector, lane)}) read from that vector
+pm_reduce_lanes = PatternMatcher([
+    (UPat(Ops.REDUCE, name="x"), lambda ctx, x: UOp(Ops.GEP, x.dtype, (ctx[x][0],), ctx[x][1]) if x in ctx else None),
+])
+
+
 def _share_reduce_lanes(ast: UOp, nodes: list[UOp], slp: _SLP) -> UOp:
     """The kernel with each scalar reduce it still reads that is also a lane of a vector reduce the stores made (a
     multi-output kernel's row statistic: stored as a vector, read lane by lane by the other outputs) read from that
-    vector: one accumulator, not both. One rebuild, sources first; a lane's vector is rebuilt before the lane's GEP
-    (it may read other vectors' lanes)."""
+    vector: one accumulator, not both. The vectors are rewritten too (one may read another's lanes)."""
     lane_of = {x: (v, k) for lanes, v in slp.memo.items()
                if v.op is Ops.REDUCE and v.dtype.count == len(lanes) for k, x in enumerate(lanes) if x.op is Ops.REDUCE}
     if not lane_of or lane_of.keys().isdisjoint(nodes):
         return ast
-    new: dict[UOp, UOp] = {}
-    visiting: set[UOp] = set()
-    stack: list[tuple[UOp, bool]] = [(ast, False)]
-    while stack:
-        u, ready = stack.pop()
-        if u in new:
-            continue
-        deps = (lane_of[u][0],) if u in lane_of else u.src
-        if not ready:
-            if any(d in visiting for d in deps):
-                return ast  # (a vector reading its own lane: nothing to share)
-            visiting.add(u)
-            stack.append((u, True))
-            stack.extend((d, False) for d in deps if d not in new)
-            continue
-        visiting.discard(u)
-        if u in lane_of:
-            new[u] = UOp(Ops.GEP, u.dtype, (new[lane_of[u][0]],), lane_of[u][1])
-        else:
-            src = tuple(new[s] for s in u.src)
-            new[u] = u if src == u.src else UOp(u.op, u.dtype, src, u.arg, u.tag)
-    return new[ast]
+    try:  # (each node rewritten or rebuilt once: more is a vector reading its own lane, with nothing to share)
+        return graph_rewrite(ast, pm_reduce_lanes, ctx=lane_of, bottom_up=True, limit=2 * len(nodes) + len(lane_of),
+                             name="share reduce lanes")
+    except RewriteLoopError:
+        return ast
 
 
 _TRANSCENDENTAL = (Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT)
