@@ -23,6 +23,7 @@ from ember.schedule.kernel_split import ExecItem, copy_item, split_kernel  # noq
 from ember.schedule.memory import memory_plan  # noqa: E402
 from ember.schedule.multi import is_multi, pm_multi, shard_axis  # noqa: E402
 from ember.schedule.rangeify import (  # noqa: E402
+    broadcasts_to,
     buffer_of,
     is_buffer_view,
     kernel_ast,
@@ -114,10 +115,6 @@ def _reads(u: UOp, buffers: dict[UOp, UOp]) -> set[UOp]:
     return out
 
 
-def _broadcasts_to(small: tuple, big: tuple) -> bool:
-    return len(small) == len(big) and all(a == b or a == 1 for a, b in zip(small, big))
-
-
 def _multi_output_groups(order: list[UOp], score_readers: dict[UOp, list[UOp]],
                          buffers: dict[UOp, UOp]) -> dict[UOp, tuple[tuple[UOp, ...], ExecItem]]:
     """Multi-output kernels: realized nodes that recompute the same one of attention's scores (ember.schedule.attention)
@@ -152,7 +149,7 @@ def _multi_output_groups(order: list[UOp], score_readers: dict[UOp, list[UOp]],
         if o in groups:
             continue
         stats = [x for x in _reads(o, buffers) if x in readers_of and x not in groups and x.op is Ops.REDUCE_AXIS and
-                 x.shape != o.shape and _broadcasts_to(x.shape, o.shape) and readers_of[x] & readers_of[o] and
+                 x.shape != o.shape and broadcasts_to(x.shape, o.shape) and readers_of[x] & readers_of[o] and
                  (x.dtype, x.device) == (o.dtype, o.device)]
         if stats:
             try_group([*stats, o])

@@ -291,9 +291,10 @@ def _push_reduce(ctx: IndexCtx, i: UOp, x: UOp) -> UOp:
     op, axes = x.arg
     src = x.src[0]
     idxs, rngs = list(i.src[2:]), []
-    sizes = [src.shape[a] for a in axes if not (isinstance(src.shape[a], int) and src.shape[a] == 1)]
-    key = (ctx.shared[x], tuple(sizes)) if x in ctx.shared else None
-    shared = ctx.shared_ranges.get(key) if key is not None else None
+    key = shared = None
+    if x in ctx.shared:  # (a multi-output kernel's reduce right under its roots: the ranges of its depth and sizes)
+        key = (ctx.shared[x], tuple(n for a in axes if not (isinstance(n := src.shape[a], int) and n == 1)))
+        shared = ctx.shared_ranges.get(key)
     for a in axes:
         if isinstance(size := src.shape[a], int) and size == 1:
             idxs[a] = UOp.const(dtypes.index, 0)
@@ -391,6 +392,11 @@ def top_reduces(roots: tuple[UOp, ...], buffers: dict[UOp, UOp]) -> dict[UOp, in
     return found
 
 
+def broadcasts_to(small: tuple, big: tuple) -> bool:
+    """Whether shape `small` is `big` but for size-1 axes (a row statistic beside its rows)."""
+    return len(small) == len(big) and all(a in (1, b) for a, b in zip(small, big))
+
+
 def kernel_ast(x: UOp | tuple[UOp, ...], buffers: dict[UOp, UOp]) -> UOp | None:
     """The kernel that computes realized tensor x into its buffer: SINK(END(STORE(INDEX(buf, idx), value), *ranges)).
     Given several tensors (a multi-output kernel), one kernel that stores them all over the first one's output
@@ -402,7 +408,7 @@ def kernel_ast(x: UOp | tuple[UOp, ...], buffers: dict[UOp, UOp]) -> UOp | None:
     xs = x if isinstance(x, tuple) else (x,)
     shape = xs[0].shape
     assert shape is not None, f"rangeify: {xs[0].op} has no shape"
-    assert all(len(r.shape) == len(shape) and all(a in (1, b) for a, b in zip(r.shape, shape)) for r in xs), \
+    assert all(broadcasts_to(r.shape, shape) for r in xs), \
         "rangeify: the outputs of one kernel have the first one's shape, or size 1 where they broadcast to it"
     # (roots that read one another: the statistics p @ v reads, recomputed where it reads them; their ranges are
     # their own, the online softmax joins them)
