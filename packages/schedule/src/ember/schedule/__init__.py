@@ -91,12 +91,22 @@ def _kernel_item(us: tuple[UOp, ...], buffers: dict[UOp, UOp]) -> ExecItem | Non
     if template not in _templates:
         if len(_templates) >= _TEMPLATES_MAX:
             _templates.clear()
-        if len(roots) == 1:
-            _templates[template] = cached_item(template, real, lambda: split_kernel(kernel_ast(roots[0], out)))
-        else:  # (the rare multi-output kernel: built in each process, its "no shared work" answer kept too)
-            _templates[template] = None if (ast := kernel_ast(roots, out)) is None else split_kernel(ast)
+        try:
+            _templates[template] = cached_item(template, real, lambda: _build_item(roots, out))
+        except _NoSharedWork:  # (kept in memory only: a later process asks kernel_ast again)
+            _templates[template] = None
     item = _templates[template]
     return None if item is None else ExecItem(item.ast, tuple(real[b] for b in item.bufs))
+
+
+class _NoSharedWork(Exception):
+    """The roots of a would-be multi-output kernel share no work (`kernel_ast` returned None)."""
+
+
+def _build_item(roots: tuple[UOp, ...], out: dict[UOp, UOp]) -> ExecItem:
+    if (ast := kernel_ast(roots[0] if len(roots) == 1 else roots, out)) is None:
+        raise _NoSharedWork
+    return split_kernel(ast)
 
 
 def _reads(u: UOp, buffers: dict[UOp, UOp]) -> set[UOp]:
