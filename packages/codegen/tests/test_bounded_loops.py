@@ -64,3 +64,32 @@ def test_gpu_heuristic_leaves_a_bounding_axis_whole(renderer):
     prg = to_program(causal_row_max_ast(256), getattr(codegen, renderer)(), None)
     assert all(o.op is not OptOps.LOCAL for o in prg.applied_opts)
     assert any(u.op is Ops.RANGE and u.src[0].op is not Ops.CONST for u in prg.uops)
+
+
+def score_row_sum_ast(n, d):
+    """out[i] = sum over j < i + 1 of q[i, :] . k[j, :] (a score's dot product over d recomputed in the loop over keys,
+    as attention's kernels do), against numpy."""
+    i = UOp.range(n, 0, AxisType.GLOBAL)
+    j = UOp.range(i + 1, 1, AxisType.REDUCE)
+    c = UOp.range(d, 2, AxisType.REDUCE)
+    dot = UOp(Ops.REDUCE, dtypes.float32, (param(1, n * d).index(i * d + c).load() *
+                                           param(2, n * d).index(j * d + c).load(), c), Ops.ADD)
+    red = UOp(Ops.REDUCE, dtypes.float32, ((i < j).where(UOp.const(dtypes.float32, 0.0), dot), j), Ops.ADD)
+    return UOp.sink(param(0, n).index(i).store(red).end(i))
+
+
+def test_a_recomputed_dot_product_folds_as_chains_of_multiply_adds(run_c, rng):
+    """The dot product unrolled inside the loop over keys folds as FOLD_CHAINS interleaved chains: every add but the
+    FOLD_CHAINS - 1 that join the chains has a product operand (a multiply-add). A tree of pairs, ((t0 + t1) + (t2 +
+    t3)) ..., has n/2 - 1 adds of two sums, ~1.5x the operations."""
+    from ember.codegen.lower import FOLD_CHAINS
+
+    n, d = 40, 32
+    prg = to_program(score_row_sum_ast(n, d), CRenderer())
+    assert any(o.op is OptOps.UNROLL and o.amount == d for o in prg.applied_opts)
+    adds = [u for u in prg.uops if u.op is Ops.ADD and dtypes.is_float(u.dtype)]
+    joins = [u for u in adds if not any(s.op is Ops.MUL for s in u.src)]
+    assert 0 < len(joins) <= FOLD_CHAINS  # (the chains' tree, and the accumulator's add of the dot product)
+    q, k = rng.standard_normal((n, d), dtype=np.float32), rng.standard_normal((n, d), dtype=np.float32)
+    (out, *_) = run_c(prg, np.zeros(n, np.float32), q, k)
+    np.testing.assert_allclose(out, np.tril(q @ k.T).sum(1), rtol=1e-4, atol=1e-4)

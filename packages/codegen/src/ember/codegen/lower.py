@@ -100,7 +100,7 @@ class ReduceContext:
             loop = frozenset().union(*(open_ranges[r.src[0]] for r in self.group[red]))
             self.outer[red] = tuple(sorted(loop - set(red.src[1:]), key=range_order))
         # the reduces unrolled whole inside another reduce's loop (a score's dot product over head_dim in the loop
-        # over keys): their terms fold as a tree, for the instruction-level parallelism a chain would not have
+        # over keys): their terms fold as a few chains, for the instruction-level parallelism one chain would not have
         self.tree = {red for red in reduces if len(red.src) == 1 and
                      any(r.arg[1] is AxisType.REDUCE for r in open_ranges.get(red.src[0], _NO_RANGES))}
         self.lowered: dict[UOp, UOp] = {}
@@ -271,13 +271,24 @@ def fold_unrolled(ctx: ReduceContext, red: UOp) -> UOp:
     return fold_terms(red, None, accumulator_dtype(red)).cast(red.dtype)
 
 
+# chains a reduce unrolled inside another's loop folds its terms into: enough independent multiply-adds in flight for
+# the FMA units' latency, each term after a chain's first one multiply-add (a tree of n terms is n/2 multiplies, n/2
+# multiply-adds and n/2 - 1 adds: ~1.5x the operations)
+FOLD_CHAINS = 8
+
+
 def fold_tree(red: UOp, dtype: DType) -> UOp:
-    """(t0 <op> t1) <op> (t2 <op> t3) ... over the terms of a reduce unrolled whole: log2(n) deep, not n."""
+    """FOLD_CHAINS interleaved chains over the terms of a reduce unrolled whole, (t0 <op> t8 <op> t16 ...) for the
+    first, then the chains' results as a tree: n / FOLD_CHAINS + log2(FOLD_CHAINS) deep, not n."""
     terms = [t.cast(dtype) for t in (red.src[0].src if red.src[0].op is Ops.NOOP else (red.src[0],))]
     op = Ops.OR if red.arg is Ops.ADD and dtype == dtypes.bool else red.arg
-    while len(terms) > 1:
-        terms = [terms[i].alu(op, terms[i + 1]) if i + 1 < len(terms) else terms[i] for i in range(0, len(terms), 2)]
-    return terms[0]
+    chains = terms[:FOLD_CHAINS]
+    for i, t in enumerate(terms[FOLD_CHAINS:]):
+        chains[i % FOLD_CHAINS] = chains[i % FOLD_CHAINS].alu(op, t)
+    while len(chains) > 1:
+        chains = [chains[i].alu(op, chains[i + 1]) if i + 1 < len(chains) else chains[i]
+                  for i in range(0, len(chains), 2)]
+    return chains[0]
 
 
 def accumulator_dtype(red: UOp) -> DType:

@@ -125,6 +125,25 @@ def _reads(u: UOp, buffers: dict[UOp, UOp]) -> set[UOp]:
     return out
 
 
+def _memory_read(u: UOp, buffers: dict[UOp, UOp]) -> set[UOp]:
+    """The buffers (BUFFER or BUFFER_VIEW) that the kernel of realized node u reads: those of the realized nodes it
+    reads and those its graph reads directly."""
+    out: set[UOp] = set()
+    seen: set[UOp] = set()
+    stack = list(u.src)
+    while stack:
+        if (x := stack.pop()) in seen:
+            continue
+        seen.add(x)
+        if x in buffers:
+            out.add(buffers[x])
+        elif x.op in BUFFERS:
+            out.add(x)
+        else:
+            stack.extend(x.src)
+    return out
+
+
 def _multi_output_groups(order: list[UOp], score_readers: dict[UOp, list[UOp]],
                          buffers: dict[UOp, UOp]) -> dict[UOp, tuple[tuple[UOp, ...], ExecItem]]:
     """Multi-output kernels: realized nodes that recompute the same one of attention's scores (ember.schedule.attention)
@@ -134,7 +153,8 @@ def _multi_output_groups(order: list[UOp], score_readers: dict[UOp, list[UOp]],
     - a reader and the row statistics it reads (o = softmax(s) @ v with the row max and row sum the backward reads,
       of o's shape but for size-1 axes): one kernel computes the statistics and o, storing all three;
     - two independent readers of one shape, dtype and device (the backward's dk and dv: the scores and dP, summed
-      over the same queries; o and dq where nothing makes dq wait for o)."""
+      over the same queries; o and dq where nothing makes dq wait for o).
+    A member may be an assign (an output given a buffer of its own) where no other member reads the memory it writes."""
     pos = {u: i for i, u in enumerate(order)}
     readers_of: dict[UOp, set[UOp]] = {}
     for score, readers in score_readers.items():
@@ -148,13 +168,17 @@ def _multi_output_groups(order: list[UOp], score_readers: dict[UOp, list[UOp]],
         for x in order[pos[members[0]] + 1:pos[members[-1]]]:  # (what runs in between must not need a member)
             if x not in inside and (x.op is Ops.ASSIGN or not inside.isdisjoint(_reads(x, buffers))):
                 return
+        for a in members:
+            if a.op is Ops.ASSIGN and any(overlaps(buffers[a], b) for m in members if m is not a
+                                          for b in _memory_read(m, buffers)):
+                return
         # (the biggest shape first: its ranges are the kernel's)
         roots = tuple(sorted(members, key=lambda m: -prod(m.shape)))
         if (item := _kernel_item(roots, buffers)) is not None:
             for m in members:
                 groups[m] = (tuple(members), item)
 
-    cands = [u for u in order if u in readers_of and u.op not in (Ops.ASSIGN, Ops.COPY)]
+    cands = [u for u in order if u in readers_of and u.op is not Ops.COPY]
     for o in cands:  # a reader with the row statistics it reads
         if o in groups:
             continue

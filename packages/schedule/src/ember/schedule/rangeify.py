@@ -392,9 +392,21 @@ def top_reduces(roots: tuple[UOp, ...], buffers: dict[UOp, UOp]) -> dict[UOp, in
     return found
 
 
+def broadcast_shape(small: tuple, big: tuple) -> tuple | None:
+    """`small` as a shape of `big`'s rank that is `big` but for size-1 axes (a row statistic beside its rows), by size-1
+    axes put in or taken out: its other axes matched in order to `big`'s of equal size, the first that fits (a row max
+    (b, h, t, 1) beside o = p @ v of (b, h, t, 1, d), the reduce's axis kept where the matmul had it). None where its
+    axes do not fit in order. The element order is small's: a reshape of it."""
+    out: list = []
+    rest = [n for n in small if n != 1]
+    for n in big:
+        out.append(rest.pop(0) if rest and rest[0] == n else 1)
+    return None if rest else tuple(out)
+
+
 def broadcasts_to(small: tuple, big: tuple) -> bool:
-    """Whether shape `small` is `big` but for size-1 axes (a row statistic beside its rows)."""
-    return len(small) == len(big) and all(a in (1, b) for a, b in zip(small, big))
+    """Whether shape `small`, but for size-1 axes, is `big` but for size-1 axes (`broadcast_shape`)."""
+    return broadcast_shape(small, big) is not None
 
 
 def kernel_ast(x: UOp | tuple[UOp, ...], buffers: dict[UOp, UOp]) -> UOp | None:
@@ -420,10 +432,15 @@ def kernel_ast(x: UOp | tuple[UOp, ...], buffers: dict[UOp, UOp]) -> UOp | None:
         idxs.append(UOp.const(dtypes.index, 0) if isinstance(s, int) and s == 1 else
                     UOp.range(s, next(ctx.range_ids), AxisType.GLOBAL))
 
-    def at(r: UOp) -> tuple[UOp, ...]:  # root r's indices (0 where it broadcasts)
-        return tuple(UOp.const(dtypes.index, 0) if n == 1 else i for i, n in zip(idxs, r.shape))
+    # each root in the kernel's rank (a statistic of another rank: a reshape of it, so the same element order)
+    aligned = {r: broadcast_shape(r.shape, shape) for r in xs}
+    assert all(r.op is not Ops.ASSIGN or aligned[r] == r.shape for r in xs), "rangeify: an assign of another rank"
 
-    views = [view(r.src[1] if r.op is Ops.ASSIGN else r, _true(), at(r)) for r in xs]
+    def at(r: UOp) -> tuple[UOp, ...]:  # root r's indices (0 where it broadcasts)
+        return tuple(UOp.const(dtypes.index, 0) if n == 1 else i for i, n in zip(idxs, aligned[r]))
+
+    views = [view(r.src[1] if r.op is Ops.ASSIGN else r if aligned[r] == r.shape else r.reshape(aligned[r]), _true(),
+                  at(r)) for r in xs]
     values = graph_rewrite(UOp.sink(*views), pm_kernel_value, ctx=ctx, bottom_up=True, name="rangeify")
     values = graph_rewrite(values, pm_bound_masked_reduces, name="bound masked reduces")
     values = graph_rewrite(values, pm_online_softmax, name="online softmax")
@@ -435,7 +452,7 @@ def kernel_ast(x: UOp | tuple[UOp, ...], buffers: dict[UOp, UOp]) -> UOp | None:
         if r.op is Ops.ASSIGN:
             buf, idx = store_index(r.src[0], point)
             return buf.index(idx)
-        return buffers[r].index(flat_index(point, r.shape).simplify())
+        return buffers[r].index(flat_index(point, aligned[r]).simplify())
 
     if len(xs) == 1 and (scatter := scatter_ast(ctx, values.src[0], tuple(idxs),
                                                 functools.partial(address, xs[0]))) is not None:
