@@ -338,18 +338,22 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
 # a reduce nested in another's loop keeps up to this many accumulators of the outer one in registers (an attention's
 # output row over head_dim), so that the inner reduce runs once per outer iteration, not once per output
 NESTED_MAX_ACCUMULATORS = 64
-NESTED_MAX_LANES = 1024  # ... and with a block of queries, this many in all (16 x head_dim 64)
+# ... and with a block of queries, this many in all (every output's accumulators: 16 x head_dim 32 for o, 8 x 32 x 2
+# for dk with dv: AVX-512's 32 registers); a block smaller than half a vector is never worth it (measured: 4 slower
+# than 8 at head_dim 64, though 8 holds more: tools/bench/RESULTS.md)
+NESTED_MAX_LANES = 512
 
 
 def _nested_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
     """Opts for a kernel with a reduce inside another's loop (attention with its scores recomputed where they are read,
     ember.schedule.attention: the reduce over head_dim in the reduce over keys):
     - the inner reduce's axis, when loads are contiguous along it, is unrolled: one dot product per score (lowering
-      folds its terms as a tree; the vectorizer computes the block's scores as vectors, vectorize._scalar_lanes);
+      folds its terms as chains; the vectorizer computes the block's scores as vectors, vectorize._scalar_lanes);
     - the output axes the inner reduces do not depend on (the head_dim of o = p @ v, of dq = dS @ k) are upcast whole
       (or by their largest part that fits) up to NESTED_MAX_ACCUMULATORS lanes: each score is computed once for all;
     - an output axis whose lanes share an operand of the inner reduce (the queries of o, sharing the keys; the keys
-      of dk), the one bounding the loop first, is upcast by a vector, or less within NESTED_MAX_LANES in all: a vector
+      of dk), the one bounding the loop first, is upcast by a vector, or half of one where the accumulators of all
+      outputs would pass NESTED_MAX_LANES (dk with dv; head_dim 64), or a quarter where nothing more divides: a vector
       of scores per key, each key's row loaded once for the block (a loop bounded by that axis, under a causal mask,
       runs to the bound of the block's last lane);
     - THREAD shares an output axis that bounds no loop (heads: even shares; a causal query axis has uneven halves)."""
@@ -366,7 +370,8 @@ def _nested_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
         if size is not None and 2 <= size <= 64 and any(ld.get(r) == 1 for ld in loads):
             add(Opt(OptOps.UNROLL, axis(r), size))
     lanes = 1
-    for r in reversed([r for r in outputs if r not in inner_deps]):
+    wide = [r for r in outputs if r not in inner_deps]
+    for r in reversed(wide):
         # the whole axis, or the largest part of it that fits (head_dim 128: two halves, each recomputing the scores)
         fits = [a for a in range(NESTED_MAX_ACCUMULATORS // lanes, 1, -1) if (range_size(r) or 0) % a == 0]
         if fits:
@@ -378,7 +383,10 @@ def _nested_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
     shared = [r for r in outputs if r in inner_deps and (range_size(r) or 0) >= 2 and
               any(r not in ld and any(x in ld for red in inner for x in red.src[1:]) for ld in loads)]
     block = max(shared, key=lambda r: (r in bounding, outputs.index(r)), default=None)
-    amounts = tuple(a for a in (vec, vec // 2, vec // 4) if a >= 2 and lanes * a <= NESTED_MAX_LANES)
+    # (the outer reduces that accumulate over those axes: o's; dk's and dv's in one kernel)
+    accumulating = sum(1 for red in reduces if red not in inner and any(r in red.toposort() for r in wide)) or 1
+    fit = [a for a in (vec, vec // 2) if lanes * a * accumulating <= NESTED_MAX_LANES] or [vec // 2]
+    amounts = tuple(a for a in dict.fromkeys([*fit, vec // 4]) if a >= 2)  # (a quarter: where no more divides)
     if block is not None and (amt := _divisor(range_size(block), amounts)) is not None:
         add(Opt(OptOps.UPCAST, axis(block), amt))
     # threads share an axis no loop depends on (heads, batch): an axis bounding a causal loop has uneven halves
