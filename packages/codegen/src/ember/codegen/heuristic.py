@@ -342,6 +342,28 @@ NESTED_MAX_ACCUMULATORS = 64
 # for dk with dv: AVX-512's 32 registers); a block smaller than half a vector is never worth it (measured: 4 slower
 # than 8 at head_dim 64, though 8 holds more: tools/bench/RESULTS.md)
 NESTED_MAX_LANES = 512
+# ... unless the rows the loop streams per block pass this many bytes (L2): a block of a whole vector then halves that
+# stream, worth the spills (dk with dv at T = 4096: 12% faster in blocks of 16 keys, 13% slower at T = 1024)
+NESTED_STREAM_BYTES = 768 * 1024
+
+
+def _streamed_bytes(ast: UOp, loop: list[UOp], inside: set[UOp]) -> int:
+    """The bytes the loops `loop` read per run over them: per buffer, the most elements one load reads in an
+    iteration (over the ranges `inside` it, a dot product's head_dim) times the loops' trip counts (their bounds at
+    most)."""
+    trips = 1
+    for r in loop:
+        trips *= int(r.src[0].vmax)
+    per_buffer: dict[UOp, int] = {}
+    for idx in _indexes(ast)[0]:
+        deps = {x for x in idx.toposort() if x.op is Ops.RANGE}
+        if deps.isdisjoint(loop):
+            continue
+        n = 1
+        for x in deps & inside:
+            n *= range_size(x) or 1
+        per_buffer[idx.src[0]] = max(per_buffer.get(idx.src[0], 0), n * idx.src[0].dtype.base.itemsize)
+    return trips * sum(per_buffer.values())
 
 
 def _nested_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
@@ -353,7 +375,8 @@ def _nested_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
       (or by their largest part that fits) up to NESTED_MAX_ACCUMULATORS lanes: each score is computed once for all;
     - an output axis whose lanes share an operand of the inner reduce (the queries of o, sharing the keys; the keys
       of dk), the one bounding the loop first, is upcast by a vector, or half of one where the accumulators of all
-      outputs would pass NESTED_MAX_LANES (dk with dv; head_dim 64), or a quarter where nothing more divides: a vector
+      outputs would pass NESTED_MAX_LANES (dk with dv; head_dim 64) unless the loop streams more than
+      NESTED_STREAM_BYTES per block, or a quarter where nothing more divides: a vector
       of scores per key, each key's row loaded once for the block (a loop bounded by that axis, under a causal mask,
       runs to the bound of the block's last lane);
     - THREAD shares an output axis that bounds no loop (heads: even shares; a causal query axis has uneven halves)."""
@@ -385,7 +408,13 @@ def _nested_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
     block = max(shared, key=lambda r: (r in bounding, outputs.index(r)), default=None)
     # (the outer reduces that accumulate over those axes: o's; dk's and dv's in one kernel)
     accumulating = sum(1 for red in reduces if red not in inner and any(r in red.toposort() for r in wide)) or 1
-    fit = [a for a in (vec, vec // 2) if lanes * a * accumulating <= NESTED_MAX_LANES] or [vec // 2]
+    loop = sorted({r for red in reduces if red not in inner for r in red.src[1:] if r.op is Ops.RANGE},
+                  key=lambda r: r.arg[0])
+    inside = {r for red in inner for r in red.src[1:]} | set(wide)
+    if loop and _streamed_bytes(ast, loop, inside) > NESTED_STREAM_BYTES:
+        fit = [vec]
+    else:
+        fit = [a for a in (vec, vec // 2) if lanes * a * accumulating <= NESTED_MAX_LANES] or [vec // 2]
     amounts = tuple(a for a in dict.fromkeys([*fit, vec // 4]) if a >= 2)  # (a quarter: where no more divides)
     if block is not None and (amt := _divisor(range_size(block), amounts)) is not None:
         add(Opt(OptOps.UPCAST, axis(block), amt))
