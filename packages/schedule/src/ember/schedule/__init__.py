@@ -151,7 +151,8 @@ def _multi_output_groups(order: list[UOp], score_readers: dict[UOp, list[UOp]],
     kernel)}; the kernel runs at its last member's place in the order, so no node before that may read an earlier
     member, nor may an assign run there. Two kinds:
     - a reader and the row statistics it reads (o = softmax(s) @ v with the row max and row sum the backward reads,
-      of o's shape but for size-1 axes): one kernel computes the statistics and o, storing all three;
+      of o's shape but for size-1 axes, or another rank that is (`broadcast_shape`): one kernel computes the statistics
+      and o, storing all three;
     - two independent readers of one shape, dtype and device (the backward's dk and dv: the scores and dP, summed
       over the same queries; o and dq where nothing makes dq wait for o).
     A member may be an assign (an output given a buffer of its own) where no other member reads the memory it writes."""
