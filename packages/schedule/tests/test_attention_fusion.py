@@ -198,3 +198,15 @@ def test_masked_exp_sum_runs_to_the_diagonal_and_a_nonidentity_mask_does_not():
     assert bound_masked_reduce(total) is not None
     ones = UOp(Ops.REDUCE, dtypes.float32, ((i < j).where(UOp.const(dtypes.float32, 1.0), x), j), Ops.ADD)
     assert bound_masked_reduce(ones) is None  # (the masked terms are 1s, not the sum's 0)
+
+
+def test_broadcast_shape_aligns_a_statistic_of_another_rank():
+    """A row statistic beside o of another rank (the matmul kept the reduced axis) is matched to o's axes in order;
+    one of o's rank is kept as it is; axes that do not fit in order are None."""
+    from ember.schedule.rangeify import broadcast_shape, broadcasts_to
+
+    assert broadcast_shape((1, 8, 1024, 1), (1, 8, 1024, 1, 32)) == (1, 8, 1024, 1, 1)
+    assert broadcast_shape((8, 1024), (1, 8, 1024, 32)) == (1, 8, 1024, 1)
+    assert broadcast_shape((1, 8), (8, 8)) == (1, 8)  # (same rank: as it is, not the first axis that fits)
+    assert broadcast_shape((1024, 8), (1, 8, 1024, 32)) is None
+    assert not broadcasts_to((3,), (2, 2)) and broadcasts_to((2, 1), (2, 5))

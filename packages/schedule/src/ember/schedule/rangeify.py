@@ -396,7 +396,11 @@ def broadcast_shape(small: tuple, big: tuple) -> tuple | None:
     """`small` as a shape of `big`'s rank that is `big` but for size-1 axes (a row statistic beside its rows), by size-1
     axes put in or taken out: its other axes matched in order to `big`'s of equal size, the first that fits (a row max
     (b, h, t, 1) beside o = p @ v of (b, h, t, 1, d), the reduce's axis kept where the matmul had it). None where its
-    axes do not fit in order. The element order is small's: a reshape of it."""
+    axes do not fit in order. The element order is small's: a reshape of it. A shape of big's rank is kept as it is."""
+    if len(small) == len(big) and all(a in (1, b) for a, b in zip(small, big)):
+        return tuple(small)
+    if not all(isinstance(n, int) for n in (*small, *big)):
+        return None
     out: list = []
     rest = [n for n in small if n != 1]
     for n in big:
