@@ -352,8 +352,8 @@ def _streamed_bytes(ast: UOp, loop: list[UOp], inside: set[UOp]) -> int:
     iteration (over the ranges `inside` it, a dot product's head_dim) times the loops' trip counts (their bounds at
     most)."""
     trips = 1
-    for r in loop:
-        trips *= int(r.src[0].vmax)
+    for r in loop:  # (a bound without a finite maximum, a variable's: as long as any)
+        trips *= top if isinstance(top := r.src[0].vmax, int) and not isinstance(top, bool) else 1 << 30
     per_buffer: dict[UOp, int] = {}
     for idx in _indexes(ast)[0]:
         deps = {x for x in idx.toposort() if x.op is Ops.RANGE}
