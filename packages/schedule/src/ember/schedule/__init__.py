@@ -109,8 +109,9 @@ def _build_item(roots: tuple[UOp, ...], out: dict[UOp, UOp]) -> ExecItem:
     return split_kernel(ast)
 
 
-def _reads(u: UOp, buffers: dict[UOp, UOp]) -> set[UOp]:
-    """The realized nodes that the kernel of realized node u reads."""
+def _reads(u: UOp, buffers: dict[UOp, UOp], memory: bool = False) -> set[UOp]:
+    """The realized nodes that the kernel of realized node u reads; with `memory`, the buffers (BUFFER or BUFFER_VIEW)
+    it reads: those of the realized nodes and those its graph reads directly."""
     out: set[UOp] = set()
     seen: set[UOp] = set()
     stack = list(u.src)
@@ -119,28 +120,11 @@ def _reads(u: UOp, buffers: dict[UOp, UOp]) -> set[UOp]:
             continue
         seen.add(x)
         if x in buffers:
-            out.add(x)
+            out.add(buffers[x] if memory else x)
         elif x.op not in BUFFERS:
             stack.extend(x.src)
-    return out
-
-
-def _memory_read(u: UOp, buffers: dict[UOp, UOp]) -> set[UOp]:
-    """The buffers (BUFFER or BUFFER_VIEW) that the kernel of realized node u reads: those of the realized nodes it
-    reads and those its graph reads directly."""
-    out: set[UOp] = set()
-    seen: set[UOp] = set()
-    stack = list(u.src)
-    while stack:
-        if (x := stack.pop()) in seen:
-            continue
-        seen.add(x)
-        if x in buffers:
-            out.add(buffers[x])
-        elif x.op in BUFFERS:
+        elif memory:
             out.add(x)
-        else:
-            stack.extend(x.src)
     return out
 
 
@@ -171,7 +155,7 @@ def _multi_output_groups(order: list[UOp], score_readers: dict[UOp, list[UOp]],
                 return
         for a in members:
             if a.op is Ops.ASSIGN and any(overlaps(buffers[a], b) for m in members if m is not a
-                                          for b in _memory_read(m, buffers)):
+                                          for b in _reads(m, buffers, memory=True)):
                 return
         # (the biggest shape first: its ranges are the kernel's)
         roots = tuple(sorted(members, key=lambda m: -prod(m.shape)))
