@@ -407,7 +407,7 @@ def _nested_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
               any(r not in ld and any(x in ld for red in inner for x in red.src[1:]) for ld in loads)]
     block = max(shared, key=lambda r: (r in bounding, outputs.index(r)), default=None)
     # (the outer reduces that accumulate over those axes: o's; dk's and dv's in one kernel)
-    accumulating = sum(1 for red in reduces if red not in inner and any(r in red.toposort() for r in wide)) or 1
+    accumulating = sum(1 for red in reduces if red not in inner and not set(wide).isdisjoint(red.toposort())) or 1
     loop = sorted({r for red in reduces if red not in inner for r in red.src[1:] if r.op is Ops.RANGE},
                   key=lambda r: r.arg[0])
     inside = {r for red in inner for r in red.src[1:]} | set(wide)

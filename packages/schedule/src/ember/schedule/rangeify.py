@@ -424,8 +424,11 @@ def kernel_ast(x: UOp | tuple[UOp, ...], buffers: dict[UOp, UOp]) -> UOp | None:
     xs = x if isinstance(x, tuple) else (x,)
     shape = xs[0].shape
     assert shape is not None, f"rangeify: {xs[0].op} has no shape"
-    assert all(broadcasts_to(r.shape, shape) for r in xs), \
+    # each root in the kernel's rank (a statistic of another rank: a reshape of it, so the same element order)
+    aligned = {r: broadcast_shape(r.shape, shape) for r in xs}
+    assert all(a is not None for a in aligned.values()), \
         "rangeify: the outputs of one kernel have the first one's shape, or size 1 where they broadcast to it"
+    assert all(r.op is not Ops.ASSIGN or aligned[r] == r.shape for r in xs), "rangeify: an assign of another rank"
     # (roots that read one another: the statistics p @ v reads, recomputed where it reads them; their ranges are
     # their own, the online softmax joins them)
     independent = len(xs) > 1 and not any(r2 in r.toposort() for r in xs for r2 in xs if r2 is not r)
@@ -435,10 +438,6 @@ def kernel_ast(x: UOp | tuple[UOp, ...], buffers: dict[UOp, UOp]) -> UOp | None:
     for s in shape:
         idxs.append(UOp.const(dtypes.index, 0) if isinstance(s, int) and s == 1 else
                     UOp.range(s, next(ctx.range_ids), AxisType.GLOBAL))
-
-    # each root in the kernel's rank (a statistic of another rank: a reshape of it, so the same element order)
-    aligned = {r: broadcast_shape(r.shape, shape) for r in xs}
-    assert all(r.op is not Ops.ASSIGN or aligned[r] == r.shape for r in xs), "rangeify: an assign of another rank"
 
     def at(r: UOp) -> tuple[UOp, ...]:  # root r's indices (0 where it broadcasts)
         return tuple(UOp.const(dtypes.index, 0) if n == 1 else i for i, n in zip(idxs, aligned[r]))
