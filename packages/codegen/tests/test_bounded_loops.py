@@ -49,6 +49,26 @@ def test_upcast_widens_the_bound_to_the_last_lane():
     assert j.src[0].evaluate({i0: 3}) == 16
 
 
+def test_unroll_of_a_loop_whose_bound_it_divides(run_c, rng):
+    """After an UPCAST by 4 the loop over j runs to 4 i0 + 4: an UNROLL by 4 (or 2) divides it at every i0 (the loop
+    runs i0 + 1 times, 4 keys each, the mask keeping each lane to its part), one by 8 does not and is refused."""
+    from ember.codegen.opt import divided_size
+
+    n = 36
+    ast = apply_opts(causal_row_max_ast(n), [Opt(OptOps.UPCAST, 0, 4)])
+    j_axis = next(k for k, r in enumerate(kernel_ranges(ast)) if r.arg[1] is AxisType.REDUCE)
+    j, i0 = kernel_ranges(ast)[j_axis], kernel_ranges(ast)[0]
+    assert divided_size(j, 4).evaluate({i0: 3}) == 4 and divided_size(j, 8) is None
+    with pytest.raises(KernelOptError, match="divide the axis size"):
+        apply_opts(ast, [Opt(OptOps.UNROLL, j_axis, 8)])
+    a, b = rng.standard_normal((n, n), dtype=np.float32), rng.standard_normal(n, dtype=np.float32)
+    for amount in (2, 4):
+        prg = to_program(causal_row_max_ast(n), CRenderer(), [Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.UNROLL, j_axis,
+                                                                                               amount)])
+        (out, *_) = run_c(prg, np.zeros(n, np.float32), a, b)
+        np.testing.assert_allclose(out, expected(a, b), rtol=1e-6)
+
+
 @pytest.mark.parametrize("op", [OptOps.PADTO, OptOps.LOCAL])
 def test_no_padding_or_workgroup_split_of_a_bounding_axis(op):
     with pytest.raises(KernelOptError, match="size of another loop depends on axis 0"):
@@ -86,10 +106,12 @@ def test_a_recomputed_dot_product_folds_as_chains_of_multiply_adds(run_c, rng):
 
     n, d = 40, 32
     prg = to_program(score_row_sum_ast(n, d), CRenderer())
-    assert any(o.op is OptOps.UNROLL and o.amount == d for o in prg.applied_opts)
+    unrolls = [o.amount for o in prg.applied_opts if o.op is OptOps.UNROLL]
+    assert unrolls[0] == d
+    keys = math.prod(unrolls[1:])  # (the loop over keys unrolled too: a dot product per key of an iteration)
     adds = [u for u in prg.uops if u.op is Ops.ADD and dtypes.is_float(u.dtype)]
     joins = [u for u in adds if not any(s.op is Ops.MUL for s in u.src)]
-    assert 0 < len(joins) <= FOLD_CHAINS  # (the chains' tree, and the accumulator's add of the dot product)
+    assert 0 < len(joins) <= FOLD_CHAINS * keys  # (the chains' trees, and the accumulator's adds of the products)
     q, k = rng.standard_normal((n, d), dtype=np.float32), rng.standard_normal((n, d), dtype=np.float32)
     (out, *_) = run_c(prg, np.zeros(n, np.float32), q, k)
     np.testing.assert_allclose(out, np.tril(q @ k.T).sum(1), rtol=1e-4, atol=1e-4)
@@ -115,13 +137,15 @@ def scores_times_ast(n, d, outputs):
 def test_the_block_of_a_kernel_with_two_outputs_holds_as_many_accumulators(run_c, rng, outputs):
     """Head_dim 32 upcast whole, the block of keys is a vector (16) for one output and half of one for two (dk with
     dv): NESTED_MAX_LANES accumulator lanes in all, AVX-512's 32 registers (the block of 16 was ~13% slower: spills);
-    the values against numpy."""
+    the loop over queries unrolled by NESTED_UNROLL_SCORES / block; the values against numpy."""
     from ember.codegen.heuristic import hand_coded_opts
 
     n, d = 48, 32
     ast = scores_times_ast(n, d, outputs)
     opts = hand_coded_opts(ast, CRenderer())
     assert [o.amount for o in opts if o.op is OptOps.UPCAST] == [d, 16 // outputs]
+    # the loop over queries unrolled: NESTED_UNROLL_SCORES scores an iteration (4 queries for 16 keys, 8 for 8)
+    assert [o.amount for o in opts if o.op is OptOps.UNROLL] == [d, 4 * outputs]
     prg = to_program(ast, CRenderer(), opts)
     q, k, *ops = (rng.standard_normal((n, d), dtype=np.float32) for _ in range(2 + outputs))
     outs = run_c(prg, *(np.zeros((n, d), np.float32) for _ in range(outputs)), q, k, *ops)[:outputs]
@@ -139,3 +163,18 @@ def test_a_long_loop_keeps_a_whole_vector_block():
     assert n * 2 * d * 4 > NESTED_STREAM_BYTES
     opts = hand_coded_opts(scores_times_ast(n, d, 2), CRenderer())
     assert [o.amount for o in opts if o.op is OptOps.UPCAST] == [d, 16]
+
+
+def test_the_copies_of_one_key_share_vectors():
+    """In an unrolled loop each copy of a score belongs to one point of the unroll (a key): `_term_points` finds it,
+    -1 for what several points read (a block's operand), so `_scalar_lanes` makes vectors of one key's scores (over the
+    block's queries), not of (query, key) pairs whose broadcasts then need shuffles."""
+    from ember.codegen.vectorize import _term_points
+
+    j = UOp.range(8, 0, AxisType.REDUCE)
+    x = param(1, 4).index(UOp.const(dtypes.index, 0)).load()
+    terms = [(x * param(2, 4).index(UOp.const(dtypes.index, u)).load()).exp2() for u in range(2)]
+    red = UOp(Ops.REDUCE, dtypes.float32, (UOp(Ops.NOOP, dtypes.float32, tuple(terms)), j), Ops.ADD)
+    point = _term_points(UOp.sink(param(0, 1).index(UOp.const(dtypes.index, 0)).store(red)).toposort())
+    assert [point[t] for t in terms] == [0, 1] and [point[t.src[0]] for t in terms] == [0, 1]
+    assert point[x] == -1

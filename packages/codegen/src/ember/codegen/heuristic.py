@@ -10,9 +10,11 @@ from ember.codegen.opt import (
     apply_opt,
     apply_opts,
     bounding_ranges,
+    divided_size,
     kernel_ranges,
     nested_reduce,
     online_ranges,
+    range_order,
     range_size,
 )
 from ember.codegen.program import Opt, OptOps
@@ -345,6 +347,11 @@ NESTED_MAX_LANES = 512
 # ... unless the rows the loop streams per block pass this many bytes (L2): a block of a whole vector then halves that
 # stream, worth the spills (dk with dv at T = 4096: 12% faster in blocks of 16 keys, 13% slower at T = 1024)
 NESTED_STREAM_BYTES = 768 * 1024
+# ... and its loops over keys (over queries for dk) unrolled so that an iteration computes this many scores (4 keys
+# for a block of 16 queries, 8 queries for one of 8 keys) where that divides the loop's bound (a causal loop's runs to a
+# block's): the block's operand columns and accumulators, more than the registers, are loaded once per iteration, not
+# once per key (T = 1024, head_dim 32: forward, dq, dk with dv each 12-18% faster; tools/bench/RESULTS.md)
+NESTED_UNROLL_SCORES = 64
 
 
 def _streamed_bytes(ast: UOp, loop: list[UOp], inside: set[UOp]) -> int:
@@ -366,6 +373,14 @@ def _streamed_bytes(ast: UOp, loop: list[UOp], inside: set[UOp]) -> int:
     return trips * sum(per_buffer.values())
 
 
+def _score_loops(ast: UOp) -> list[int]:
+    """The axis ids of the loops that recompute a score: the innermost loop of each reduce whose value holds another
+    reduce (the dot product over head_dim), not a loop around it (dk's over a group's query heads)."""
+    loops = {max(red.src[1:], key=range_order) for red in ast.toposort() if red.op is Ops.REDUCE and len(red.src) > 1
+             and any(x.op is Ops.REDUCE for x in red.src[0].toposort())}
+    return sorted(r.arg[0] for r in loops if r.arg[1] is AxisType.REDUCE)
+
+
 def _nested_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
     """Opts for a kernel with a reduce inside another's loop (attention with its scores recomputed where they are read,
     ember.schedule.attention: the reduce over head_dim in the reduce over keys):
@@ -379,6 +394,8 @@ def _nested_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
       NESTED_STREAM_BYTES per block, or a quarter where nothing more divides: a vector
       of scores per key, each key's row loaded once for the block (a loop bounded by that axis, under a causal mask,
       runs to the bound of the block's last lane);
+    - each loop that recomputes scores is unrolled by NESTED_UNROLL_SCORES / block where that divides its bound (a
+      causal loop's, widened to the block's last lane, is a multiple of the block);
     - THREAD shares an output axis that bounds no loop (heads: even shares; a causal query axis has uneven halves)."""
     chosen = Chosen(ast)
     add, axis = chosen.add, chosen.axis
@@ -418,6 +435,11 @@ def _nested_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
     amounts = tuple(a for a in dict.fromkeys([*fit, vec // 4]) if a >= 2)  # (a quarter: where no more divides)
     if block is not None and (amt := _divisor(range_size(block), amounts)) is not None:
         add(Opt(OptOps.UPCAST, axis(block), amt))
+        unroll = NESTED_UNROLL_SCORES // amt
+        for axis_id in _score_loops(chosen.kernel) if unroll >= 2 else ():
+            r = next(x for x in kernel_ranges(chosen.kernel) if x.arg[0] == axis_id)
+            if r not in online_ranges(chosen.kernel) and divided_size(r, unroll) is not None:
+                add(Opt(OptOps.UNROLL, axis(r), unroll))
     # threads share an axis no loop depends on (heads, batch): an axis bounding a causal loop has uneven halves
     rngs = kernel_ranges(chosen.kernel)
     outs = [r for r in rngs if r.arg[1] is AxisType.GLOBAL and (range_size(r) or 0) >= 2]

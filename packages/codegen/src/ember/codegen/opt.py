@@ -41,6 +41,21 @@ def range_size(r: UOp) -> int | None:
     return r.src[0].arg if r.src[0].op is Ops.CONST else None
 
 
+def divided_size(r: UOp, amount: int) -> UOp | None:
+    """The size of range r divided by amount, where amount divides it at every point of the ranges it depends on: a
+    constant, or a size linear in them whose coefficients and constant amount divides (a causal loop run to the bound
+    of a block of 16 queries, 16 r + 16); None otherwise."""
+    if (size := range_size(r)) is not None:
+        return UOp.const(dtypes.index, size // amount) if size % amount == 0 else None
+    terms, const = linear_terms(r.src[0].simplify())
+    if const % amount or any(m % amount for _, m in terms):
+        return None
+    ret = UOp.const(dtypes.index, const // amount)
+    for base, m in terms:
+        ret = ret + base * (m // amount)
+    return ret.simplify()
+
+
 def split_range(ast: UOp, r: UOp, outer: UOp, inner: UOp, amount: int) -> UOp:
     """Replace range r by outer*amount + inner everywhere; REDUCE and END list (outer, inner) in r's place."""
     value = outer * amount + inner
@@ -202,8 +217,11 @@ def _upcast_or_unroll(ast: UOp, opt: Opt, rngs: list[UOp], r: UOp) -> UOp:
     want = (AxisType.GLOBAL, AxisType.LOOP) if opt.op is OptOps.UPCAST else (AxisType.REDUCE,)
     if kind not in want:
         raise KernelOptError(f"{opt}: {opt.op.name} needs an axis of kind {[k.name for k in want]}, got {kind.name}")
-    if size is None or opt.amount < 2 or size % opt.amount:
-        raise KernelOptError(f"{opt}: amount {opt.amount} must be >= 2 and divide the axis size {size}")
+    # (a loop whose size depends on other ranges unrolls where the amount divides it at every point of them)
+    outer = divided_size(r, opt.amount) if opt.op is OptOps.UNROLL or size is not None else None
+    if outer is None or opt.amount < 2:
+        raise KernelOptError(f"{opt}: amount {opt.amount} must be >= 2 and divide the axis size "
+                             f"{'(a loop bound)' if size is None else size}")
     bounds = r in bounding_ranges(ast)
     ast = split_off(ast, r, rngs, opt.amount, AxisType.UPCAST if opt.op is OptOps.UPCAST else AxisType.UNROLL)
     if bounds:
@@ -231,13 +249,13 @@ def widen_loop_bounds(ast: UOp, lane: UOp) -> UOp:
 
 
 def split_off(ast: UOp, r: UOp, rngs: list[UOp], amount: int, kind: AxisType) -> UOp:
-    """The inner `amount` iterations of range r (a divisor of its size) as a new range of `kind`, the outer ones keep
-    r's id and kind; the whole axis (amount == size) only changes kind."""
-    size = range_size(r)
-    assert size is not None and size % amount == 0, f"split_off: {amount} does not divide {size}"
+    """The inner `amount` iterations of range r (amount divides its size, `divided_size`) as a new range of `kind`,
+    the outer ones keep r's id and kind; the whole axis (amount == size) only changes kind."""
+    size, outer_size = range_size(r), divided_size(r, amount)
+    assert outer_size is not None, f"split_off: {amount} does not divide the size of axis {r.arg[0]}"
     if amount == size:
         return ast.substitute({r: UOp.range(size, r.arg[0], kind)})
-    outer = UOp.range(size // amount, r.arg[0], r.arg[1])
+    outer = UOp(Ops.RANGE, dtypes.index, (outer_size,), r.arg)
     return split_range(ast, r, outer, UOp.range(amount, max(x.arg[0] for x in rngs) + 1, kind), amount)
 
 

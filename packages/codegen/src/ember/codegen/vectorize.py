@@ -359,11 +359,30 @@ def _lane_key(u: UOp, memo: dict[UOp, object]) -> object:
     return k
 
 
+def _term_points(nodes: list[UOp]) -> dict[UOp, int]:
+    """For each node that only the terms at one position of unrolled reduces read (the reduces that keep a loop: an
+    UNROLL of their axis made the terms), that position: the point of the unrolled axis it was copied for. Nodes
+    read at several positions (a block's operands, shared by every key) get -1. One walk, users before sources."""
+    point: dict[UOp, int] = {}
+
+    def mark(x: UOp, p: int) -> None:
+        point[x] = p if point.get(x, p) == p else -1
+    for u in reversed(nodes):
+        if u.op is Ops.REDUCE and len(u.src) > 1 and u.src[0].op is Ops.NOOP:
+            for i, t in enumerate(u.src[0].src):
+                mark(t, i)
+        elif (p := point.get(u)) is not None:
+            for s in u.src:
+                mark(s, p)
+    return point
+
+
 def _scalar_lanes(ast: UOp, slp: _SLP, vector_bytes: int) -> UOp:
     """The scalar copies that an upcast made of one node (alike but for constants) and that the stores left scalar,
     when each is broadcast into vector math or is an exp2/log2/sin/sqrt (a libm call per lane): computed as vectors,
     each copy a lane. In a nested reduce (attention with recomputed scores) these are the scores of a block of
-    queries, each broadcast over the head_dim lanes of the output row that its stores vectorized."""
+    queries, each broadcast over the head_dim lanes of the output row that its stores vectorized. The copies of one
+    point of an unrolled loop share vectors (a block's scores for one key, not (query, key) pairs: `_term_points`)."""
     memo: dict[UOp, object] = {}
     groups: dict[object, list[UOp]] = {}
     nodes = ast.toposort()
@@ -373,7 +392,9 @@ def _scalar_lanes(ast: UOp, slp: _SLP, vector_bytes: int) -> UOp:
                 u.dtype in slp.renderer.vector_dtypes and u.op not in (Ops.CONST, Ops.LOAD, Ops.GEP):
             groups.setdefault(_lane_key(u, memo), []).append(u)
     mapping: dict[UOp, UOp] = {}
+    point = _term_points(nodes) if len(groups) else {}
     for lanes in groups.values():
+        lanes.sort(key=lambda x: point.get(x, -1))  # (stable: the upcast's lanes keep their order)
         for start, w in _chunks(len(lanes), _lanes_of(lanes[0].dtype, vector_bytes)):
             part = tuple(lanes[start:start + w])
             if (v := slp.vec(part)).op is not Ops.VECTORIZE:
