@@ -388,8 +388,11 @@ def _scalar_lanes(ast: UOp, slp: _SLP, vector_bytes: int) -> UOp:
     nodes = ast.toposort()
     broadcast = {u.src[0] for u in nodes if u.op is Ops.VECTORIZE and all(s is u.src[0] for s in u.src)}
     for u in nodes:
+        # (not an index cast to int: each unrolled key's own, broadcast into its mask; as lanes of one vector they
+        # would be substituted under the scores' vectors built from the scalar, leaving two copies of the row max)
         if (u.op in _TRANSCENDENTAL or u in broadcast) and u.dtype.count == 1 and \
-                u.dtype in slp.renderer.vector_dtypes and u.op not in (Ops.CONST, Ops.LOAD, Ops.GEP):
+                u.dtype in slp.renderer.vector_dtypes and u.op not in (Ops.CONST, Ops.LOAD, Ops.GEP) and \
+                not (u.op is Ops.CAST and u.src[0].dtype == dtypes.index):
             groups.setdefault(_lane_key(u, memo), []).append(u)
     mapping: dict[UOp, UOp] = {}
     point = _term_points(nodes) if len(groups) else {}
