@@ -223,8 +223,9 @@ def test_backward_kernels_and_no_scores():
 @pytest.mark.parametrize("t,d", [(300, 16), (1000, 16), (600, 32), (640, 32)])
 @pytest.mark.parametrize("fn", ["sdpa", "plain"])
 def test_training_numerics_vs_pytorch_long(fn, t, d):
-    """Causal attention forward and dq, dk, dv at lengths no block divides (and at 640 = 40 blocks of 16 queries, where
-    dk with dv takes blocks of 8 keys: their accumulators), scores recomputed (T >= 16 head_dim) and
+    """Causal attention forward and dq, dk, dv at lengths no block divides (and at 640 = 40 blocks of 16 queries and
+    keys, each loop unrolled by 4: test_unrolled_score_loops_compute_each_score_once), scores recomputed (T >= 16
+    head_dim) and
     the softmax backward's row term read from the output: against F.scaled_dot_product_attention (float32; rtol
     1e-4, atol 5e-5: sums of T terms); 3 kernels recompute scores (the forward with its row statistics, dq, and dk
     with dv: multi-output kernels)."""
@@ -369,7 +370,7 @@ def test_unrolled_score_loops_compute_each_score_once():
     an iteration). The forward at head_dim 32 takes blocks of 16 queries and 4 keys an iteration: one 16-lane exp2 per
     key (that key's scores for the block) and one accumulator per vector of o (16 x 32 lanes) and per row statistic
     (the max and the sum, stored and read by o alike): no second copy of them in other lanes. dq takes 4 keys an
-    iteration too, dk with dv (blocks of 8 keys) 8 queries; the values are test_training_numerics_vs_pytorch_long's."""
+    iteration too, dk with dv (blocks of 16 keys) 4 queries; the values are test_training_numerics_vs_pytorch_long's."""
     from ember.codegen import CRenderer, OptOps, to_program
     from ember.codegen.heuristic import NESTED_UNROLL_SCORES
 
@@ -377,9 +378,9 @@ def test_unrolled_score_loops_compute_each_score_once():
     _, ks = grads_schedule(lambda q, k, v: sdpa(q, k, v, causal=True), arr(1, 2, t, d), arr(1, 2, t, d),
                            arr(1, 2, t, d))
     progs = {len(stored(it)): to_program(it.ast, CRenderer()) for it in score_kernels(ks)}  # (3: fwd, 2: dk+dv, 1: dq)
-    for outputs, block in ((3, 16), (1, 16), (2, 8)):
+    for outputs in (3, 1, 2):
         loops = [o.amount for o in progs[outputs].applied_opts if o.op is OptOps.UNROLL and o.amount != d]
-        assert loops and set(loops) == {NESTED_UNROLL_SCORES // block}
+        assert loops and set(loops) == {NESTED_UNROLL_SCORES // 16}
     fwd = progs[3].uops
     assert sum(u.op is Ops.EXP2 and u.dtype.count == 16 for u in fwd) == NESTED_UNROLL_SCORES // 16
     assert sum(u.op is Ops.DEFINE_REG for u in fwd) == 16 * d // 16 + 2

@@ -340,37 +340,12 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
 # a reduce nested in another's loop keeps up to this many accumulators of the outer one in registers (an attention's
 # output row over head_dim), so that the inner reduce runs once per outer iteration, not once per output
 NESTED_MAX_ACCUMULATORS = 64
-# ... and with a block of queries, this many in all (every output's accumulators: 16 x head_dim 32 for o, 8 x 32 x 2
-# for dk with dv: AVX-512's 32 registers); a block smaller than half a vector is never worth it (measured: 4 slower
-# than 8 at head_dim 64, though 8 holds more: tools/bench/RESULTS.md)
-NESTED_MAX_LANES = 512
-# ... unless the rows the loop streams per block pass this many bytes (L2): a block of a whole vector then halves that
-# stream, worth the spills (dk with dv at T = 4096: 12% faster in blocks of 16 keys, 13% slower at T = 1024)
-NESTED_STREAM_BYTES = 768 * 1024
 # ... and its loops over keys (over queries for dk) unrolled so that an iteration computes this many scores (4 keys
-# for a block of 16 queries, 8 queries for one of 8 keys) where that divides the loop's bound (a causal loop's runs to a
-# block's): the block's operand columns and accumulators, more than the registers, are loaded once per iteration, not
-# once per key (T = 1024, head_dim 32: forward, dq, dk with dv each 12-18% faster; tools/bench/RESULTS.md)
+# for a block of 16 queries) where that divides the loop's bound (a causal loop's runs to a block's): the block's
+# operand columns and the outputs' accumulators, more than the registers hold, are loaded once per iteration, not once
+# per key. Then a block of a whole vector is best for every output and head_dim measured (tools/bench/RESULTS.md: the
+# T = 1024 kernels 12-23% faster, dk with dv in blocks of 16 keys 21% faster than of 8; head_dim 128 ~3x)
 NESTED_UNROLL_SCORES = 64
-
-
-def _streamed_bytes(ast: UOp, loop: list[UOp], inside: set[UOp]) -> int:
-    """The bytes the loops `loop` read per run over them: per buffer, the most elements one load reads in an
-    iteration (over the ranges `inside` it, a dot product's head_dim) times the loops' trip counts (their bounds at
-    most)."""
-    trips = 1
-    for r in loop:  # (a bound without a finite maximum, a variable's: as long as any)
-        trips *= top if isinstance(top := r.src[0].vmax, int) and not isinstance(top, bool) else 1 << 30
-    per_buffer: dict[UOp, int] = {}
-    for idx in _indexes(ast)[0]:
-        deps = {x for x in idx.toposort() if x.op is Ops.RANGE}
-        if deps.isdisjoint(loop):
-            continue
-        n = 1
-        for x in deps & inside:
-            n *= range_size(x) or 1
-        per_buffer[idx.src[0]] = max(per_buffer.get(idx.src[0], 0), n * idx.src[0].dtype.base.itemsize)
-    return trips * sum(per_buffer.values())
 
 
 def _score_loops(ast: UOp) -> list[int]:
@@ -389,13 +364,11 @@ def _nested_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
     - the output axes the inner reduces do not depend on (the head_dim of o = p @ v, of dq = dS @ k) are upcast whole
       (or by their largest part that fits) up to NESTED_MAX_ACCUMULATORS lanes: each score is computed once for all;
     - an output axis whose lanes share an operand of the inner reduce (the queries of o, sharing the keys; the keys
-      of dk), the one bounding the loop first, is upcast by a vector, or half of one where the accumulators of all
-      outputs would pass NESTED_MAX_LANES (dk with dv; head_dim 64) unless the loop streams more than
-      NESTED_STREAM_BYTES per block, or a quarter where nothing more divides: a vector
-      of scores per key, each key's row loaded once for the block (a loop bounded by that axis, under a causal mask,
-      runs to the bound of the block's last lane);
+      of dk), the one bounding the loop first, is upcast by a vector (half or a quarter of one where that does not
+      divide it): a vector of scores per key, each key's row loaded once for the block (a loop bounded by that axis,
+      under a causal mask, runs to the bound of the block's last lane);
     - each loop that recomputes scores is unrolled by NESTED_UNROLL_SCORES / block where that divides its bound (a
-      causal loop's, widened to the block's last lane, is a multiple of the block);
+      causal loop's, widened to the block's last lane, is a multiple of the block; not an online softmax's loop);
     - THREAD shares an output axis that bounds no loop (heads: even shares; a causal query axis has uneven halves)."""
     chosen = Chosen(ast)
     add, axis = chosen.add, chosen.axis
@@ -423,16 +396,7 @@ def _nested_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
     shared = [r for r in outputs if r in inner_deps and (range_size(r) or 0) >= 2 and
               any(r not in ld and any(x in ld for red in inner for x in red.src[1:]) for ld in loads)]
     block = max(shared, key=lambda r: (r in bounding, outputs.index(r)), default=None)
-    # (the outer reduces that accumulate over those axes: o's; dk's and dv's in one kernel)
-    accumulating = sum(1 for red in reduces if red not in inner and not set(wide).isdisjoint(red.toposort())) or 1
-    loop = sorted({r for red in reduces if red not in inner for r in red.src[1:] if r.op is Ops.RANGE},
-                  key=lambda r: r.arg[0])
-    inside = {r for red in inner for r in red.src[1:]} | set(wide)
-    if loop and _streamed_bytes(ast, loop, inside) > NESTED_STREAM_BYTES:
-        fit = [vec]
-    else:
-        fit = [a for a in (vec, vec // 2) if lanes * a * accumulating <= NESTED_MAX_LANES] or [vec // 2]
-    amounts = tuple(a for a in dict.fromkeys([*fit, vec // 4]) if a >= 2)  # (a quarter: where no more divides)
+    amounts = tuple(a for a in (vec, vec // 2, vec // 4) if a >= 2)
     if block is not None and (amt := _divisor(range_size(block), amounts)) is not None:
         add(Opt(OptOps.UPCAST, axis(block), amt))
         unroll = NESTED_UNROLL_SCORES // amt

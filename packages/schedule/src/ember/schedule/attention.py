@@ -50,14 +50,12 @@ Left (issue 22), the training step:
       log-sum-exp lse = m + log(l) in place of m and l (p = exp2((s - lse) log2e)); dq in dk and dv's kernel
       (it sums over the keys, they over the queries: flash attention's dq accumulates across key blocks). Flash
       attention computes 3 dot products per pair.
-   b. the recomputing kernels hold a block of rows of an operand (16 x head_dim) and the outputs' accumulators in
-      vector registers, more than AVX-512's 32 (the codegen's block keeps the accumulators within them: dk with dv in
-      blocks of 8 keys, ember.codegen.heuristic), so they run below the speed per dot product of the row max's kernel
-      (which holds only the operand; the codegen unrolls each loop so that an iteration computes 64 scores, 4 keys
-      for a block of 16 queries: the block's spilled operand columns and accumulators are loaded once per iteration,
-      12-37% faster kernels); a flash-style CPU kernel computes a block of scores into a small buffer and
-      multiplies it as a matmul tile (a hand-written one for the forward, C with -O3: ~1.24x the forward kernel).
-      At T = 4096 the loops stream their rows from beyond L2 (~10-20% over the quadratic scaling of T = 1024).
+   b. the recomputing kernels hold a block of rows of an operand (16 x head_dim) and the outputs' accumulators,
+      more than AVX-512's 32 vector registers: the codegen unrolls each loop so that an iteration computes 64 scores
+      (4 keys for a block of 16 queries), the spilled columns and accumulators loaded once per iteration, not once per
+      key (ember.codegen.heuristic; 12-23% faster kernels at head_dim 32, ~3x at 128). A flash-style CPU kernel
+      computes a block of scores into a small buffer and multiplies it as a matmul tile (a hand-written one for the
+      forward, C with -O3: ~1.24x the forward kernel before the unroll).
 """
 
 from __future__ import annotations
