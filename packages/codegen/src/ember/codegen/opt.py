@@ -218,8 +218,7 @@ def _upcast_or_unroll(ast: UOp, opt: Opt, rngs: list[UOp], r: UOp) -> UOp:
     if kind not in want:
         raise KernelOptError(f"{opt}: {opt.op.name} needs an axis of kind {[k.name for k in want]}, got {kind.name}")
     # (a loop whose size depends on other ranges unrolls where the amount divides it at every point of them)
-    outer = divided_size(r, opt.amount) if opt.op is OptOps.UNROLL or size is not None else None
-    if outer is None or opt.amount < 2:
+    if opt.amount < 2 or (size is None and opt.op is OptOps.UPCAST) or divided_size(r, opt.amount) is None:
         raise KernelOptError(f"{opt}: amount {opt.amount} must be >= 2 and divide the axis size "
                              f"{'(a loop bound)' if size is None else size}")
     bounds = r in bounding_ranges(ast)

@@ -395,7 +395,7 @@ def _scalar_lanes(ast: UOp, slp: _SLP, vector_bytes: int) -> UOp:
                 not (u.op is Ops.CAST and u.src[0].dtype == dtypes.index):
             groups.setdefault(_lane_key(u, memo), []).append(u)
     mapping: dict[UOp, UOp] = {}
-    point = _term_points(nodes) if len(groups) else {}
+    point = _term_points(nodes) if groups else {}
     for lanes in groups.values():
         lanes.sort(key=lambda x: point.get(x, -1))  # (stable: the upcast's lanes keep their order)
         for start, w in _chunks(len(lanes), _lanes_of(lanes[0].dtype, vector_bytes)):
