@@ -59,8 +59,9 @@ def test_unroll_of_a_loop_whose_bound_it_divides(run_c, rng):
     j_axis = next(k for k, r in enumerate(kernel_ranges(ast)) if r.arg[1] is AxisType.REDUCE)
     j, i0 = kernel_ranges(ast)[j_axis], kernel_ranges(ast)[0]
     assert divided_size(j, 4).evaluate({i0: 3}) == 4 and divided_size(j, 8) is None
-    with pytest.raises(KernelOptError, match="divide the axis size"):
-        apply_opts(ast, [Opt(OptOps.UNROLL, j_axis, 8)])
+    for amount in (8, 1, 0):  # (0: a clear error, not a division by zero)
+        with pytest.raises(KernelOptError, match="divide the axis size"):
+            apply_opts(ast, [Opt(OptOps.UNROLL, j_axis, amount)])
     a, b = rng.standard_normal((n, n), dtype=np.float32), rng.standard_normal(n, dtype=np.float32)
     for amount in (2, 4):
         prg = to_program(causal_row_max_ast(n), CRenderer(), [Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.UNROLL, j_axis,
