@@ -383,8 +383,7 @@ def _nested_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
         if size is not None and 2 <= size <= 64 and any(ld.get(r) == 1 for ld in loads):
             add(Opt(OptOps.UNROLL, axis(r), size))
     lanes = 1
-    wide = [r for r in outputs if r not in inner_deps]
-    for r in reversed(wide):
+    for r in reversed([r for r in outputs if r not in inner_deps]):
         # the whole axis, or the largest part of it that fits (head_dim 128: two halves, each recomputing the scores)
         fits = [a for a in range(NESTED_MAX_ACCUMULATORS // lanes, 1, -1) if (range_size(r) or 0) % a == 0]
         if fits:

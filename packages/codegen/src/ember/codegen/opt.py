@@ -45,9 +45,7 @@ def divided_size(r: UOp, amount: int) -> UOp | None:
     """The size of range r divided by amount, where amount divides it at every point of the ranges it depends on: a
     constant, or a size linear in them whose coefficients and constant amount divides (a causal loop run to the bound
     of a block of 16 queries, 16 r + 16); None otherwise."""
-    if (size := range_size(r)) is not None:
-        return UOp.const(dtypes.index, size // amount) if size % amount == 0 else None
-    terms, const = linear_terms(r.src[0].simplify())
+    terms, const = linear_terms(r.src[0].simplify())  # (a constant size: no terms)
     if const % amount or any(m % amount for _, m in terms):
         return None
     ret = UOp.const(dtypes.index, const // amount)
