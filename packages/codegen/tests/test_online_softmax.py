@@ -89,11 +89,33 @@ def test_inf_and_nan_as_the_unfused_lowering(run_c, rng, row_sum):
     np.testing.assert_allclose(fused[finite], ref[finite], rtol=2e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("op", [OptOps.UNROLL, OptOps.GROUP, OptOps.GROUPTOP])
+@pytest.mark.parametrize("op", [OptOps.GROUP, OptOps.GROUPTOP, OptOps.PARTIAL])
 def test_the_online_loop_is_not_split(op):
-    """Opts that would make several partial maxes of the loop (an unroll's terms, a group's threads) are refused."""
+    """Opts that would make several partial maxes of the loop (a group's threads, partial sums' lanes) are refused."""
     with pytest.raises(KernelOptError, match="loop of an online softmax"):
         apply_opts(softmax_ast(12, 32, 8), [Opt(op, 2, 4)])
+
+
+@pytest.mark.parametrize("opts", [[Opt(OptOps.UNROLL, 2, 4)], [Opt(OptOps.UNROLL, 2, 2), Opt(OptOps.UPCAST, 1, 4)],
+                                  [Opt(OptOps.UNROLL, 2, 4), Opt(OptOps.UPCAST, 0, 4)],
+                                  [Opt(OptOps.UNROLL, 2, 4), Opt(OptOps.UPCAST, 0, 2), Opt(OptOps.UPCAST, 1, 8)]])
+def test_unrolled_one_loop(run_c, rng, opts):
+    """The loop unrolled (each iteration folds several keys into the running max, then rescales the sums once and adds
+    the keys' terms), alone and with the rows or columns as vector lanes: the values of numpy's softmax(s) @ v, and
+    with -inf prefixes and suffixes, NaN and +inf among the keys of one iteration, those of the unfused lowering."""
+    s = (rng.standard_normal((12, 36)) * 8).astype(np.float32)
+    s[3] = np.arange(36, dtype=np.float32) * 3  # (a new max at every key)
+    v = rng.standard_normal((36, 8)).astype(np.float32)
+    prg, out = run(run_c, softmax_ast(12, 36, 8), s, v, opts)
+    assert sum(u.op is Ops.RANGE and u.arg[1] is AxisType.REDUCE for u in prg.uops) == 1
+    assert any(o.op is OptOps.UNROLL for o in prg.applied_opts)
+    np.testing.assert_allclose(out, softmax_v(s, v), rtol=2e-5, atol=1e-6)
+    special = np.concatenate([special_rows(rng), rng.standard_normal((8, 1)).astype(np.float32)], axis=1)
+    special = np.concatenate([special, special[1:5]])  # (12 rows: the row vectors of 4 divide them)
+    v = rng.standard_normal((20, 8)).astype(np.float32)
+    _, fused = run(run_c, softmax_ast(12, 20, 8), special, v, opts)
+    _, unfused = run(run_c, softmax_ast(12, 20, 8, fused=False), special, v)
+    np.testing.assert_allclose(fused, unfused, rtol=2e-5, atol=1e-6)  # (NaN where NaN)
 
 
 def test_gpu_renderer_builds_one_loop():

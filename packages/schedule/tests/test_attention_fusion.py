@@ -42,8 +42,8 @@ def items(*outs):
 @pytest.mark.parametrize("one_loop", [False, True])
 def test_scores_recomputed_in_their_readers(monkeypatch, one_loop):
     """T = 128, head_dim 8 (a 128 x 128 score from two 128 x 8 inputs: a blow-up of 8), only the output asked for: one
-    kernel, no 128 x 128 buffer and no row statistic stored. Two passes (the default): the row max over a range of its
-    own, the row sum and p @ v over one other range; one loop (ONLINE_ONE_LOOP): all three over the max's range. The
+    kernel, no 128 x 128 buffer and no row statistic stored. Two passes: the row max over a range of its own, the row
+    sum and p @ v over one other range; one loop (ONLINE_ONE_LOOP, the default): all three over the max's range. The
     dot product over head_dim nested in each."""
     monkeypatch.setattr(attention, "ONLINE_ONE_LOOP", one_loop)
     monkeypatch.setattr("ember.schedule._templates", {})  # (kernels by template: built anew under this mode)
@@ -58,10 +58,14 @@ def test_scores_recomputed_in_their_readers(monkeypatch, one_loop):
     assert (sums[0].src[1:] == mx[0].src[1:]) == one_loop
     assert any(inner in mx[0].src[0].toposort() for inner in reduces)
 
-def test_row_statistics_read_elsewhere_are_stored():
+@pytest.mark.parametrize("one_loop", [False, True])
+def test_row_statistics_read_elsewhere_are_stored(monkeypatch, one_loop):
     """The row max also an output (as a backward reads the statistics): stored by the output's kernel (a multi-output
-    kernel), which computes it in a loop over the keys of its own, then the row sum and p @ v in one loop after it,
-    each loop recomputing the scores: 1 kernel, no 128 x 128 buffer."""
+    kernel): 1 kernel, no 128 x 128 buffer. Two passes: the max in a loop over the keys of its own, then the row sum
+    and p @ v in one loop after it, each loop recomputing the scores; one loop: all three in the max's (the online
+    softmax's running max is the statistic stored)."""
+    monkeypatch.setattr(attention, "ONLINE_ONE_LOOP", one_loop)
+    monkeypatch.setattr("ember.schedule._templates", {})
     q, k, v = buf(128, 8), buf(128, 8), buf(128, 8)
     mx = (matmul_t(q, k) * 0.25).reduce_axis(Ops.MAX, (1,))
     (it,) = items(attention_graph(q, k, v), mx)
@@ -69,7 +73,8 @@ def test_row_statistics_read_elsewhere_are_stored():
     assert sum(u.op is Ops.STORE for u in it.ast.toposort()) == 2
     (mxr,) = [u for u in it.ast.toposort() if u.op is Ops.REDUCE and u.arg is Ops.MAX]
     sums = [u for u in it.ast.toposort() if u.op is Ops.REDUCE and u.arg is Ops.ADD and mxr in u.src[0].toposort()]
-    assert len(sums) == 2 and sums[0].src[1:] == sums[1].src[1:] != mxr.src[1:]
+    assert len(sums) == 2 and sums[0].src[1:] == sums[1].src[1:]
+    assert (sums[0].src[1:] == mxr.src[1:]) == one_loop
 
 def test_small_blowup_keeps_the_stored_scores():
     """T = 32, head_dim 8 (a blow-up of 2): the scores are one matmul, stored and read by the three reduces."""

@@ -368,7 +368,8 @@ def _nested_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
       divide it): a vector of scores per key, each key's row loaded once for the block (a loop bounded by that axis,
       under a causal mask, runs to the bound of the block's last lane);
     - each loop that recomputes scores is unrolled by NESTED_UNROLL_SCORES / block where that divides its bound (a
-      causal loop's, widened to the block's last lane, is a multiple of the block; not an online softmax's loop);
+      causal loop's, widened to the block's last lane, is a multiple of the block; an online softmax's loop too: its
+      running max and the sums' rescale once per iteration);
     - THREAD shares an output axis that bounds no loop (heads: even shares; a causal query axis has uneven halves)."""
     chosen = Chosen(ast)
     add, axis = chosen.add, chosen.axis
@@ -401,7 +402,7 @@ def _nested_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
         unroll = NESTED_UNROLL_SCORES // amt
         for axis_id in _score_loops(chosen.kernel) if unroll >= 2 else ():
             r = next(x for x in kernel_ranges(chosen.kernel) if x.arg[0] == axis_id)
-            if r not in online_ranges(chosen.kernel) and divided_size(r, unroll) is not None:
+            if divided_size(r, unroll) is not None:
                 add(Opt(OptOps.UNROLL, axis(r), unroll))
     # threads share an axis no loop depends on (heads, batch): an axis bounding a causal loop has uneven halves
     rngs = kernel_ranges(chosen.kernel)

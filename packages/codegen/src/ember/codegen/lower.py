@@ -174,6 +174,12 @@ def online_ratio(u: UOp, maxes: frozenset[UOp], deps: dict[UOp, bool], delta: di
     grows by delta[max]; None where u does not depend on them. AssertionError for any other use of a max."""
     if not deps[u]:
         return None
+    if u.op is Ops.NOOP:
+        # the copies of one term over an unrolled loop: each is checked, and each is multiplied by the same value (the
+        # maxes are the loop's, no copy's own), though the vectorizer may read it from other lanes of a vector that
+        # holds it twice (a block of 8 queries times 2 keys in 16 lanes): the first one's stands for all
+        ratios = [r for t in u.src if (r := online_ratio(t, maxes, deps, delta)) is not None]
+        return ratios[0] if ratios else None
     if u.op is Ops.EXP2:
         if (scaled := _scaled_lanes(u.src[0], maxes, deps)) is not None:  # exp2 of the maxes' lanes, then broadcast
             lanes, coeff = scaled
@@ -203,6 +209,7 @@ def lower_online(ctx: ReduceContext, reduces: tuple[UOp, ...]) -> dict[UOp, UOp]
     """An online softmax's maxes and sums in one loop: per max m (the identity -inf) and sum x (0), per step
         new = max(old, value_m)
         x   = x * exp2(a * (new - old)) + value_x[m := new]
+    (an unrolled loop's step: the max of old and each copy's value, then one rescale and each copy's term)
     with new == old taken as no change (two -infs: no NaN), and m := 0 in the values while it is -inf: every score so
     far was -inf, its term exp2(-inf) = 0 (the unfused reduces make it exp2(-inf - -inf) = NaN: a row of -inf sums to
     0 here, NaN there; its softmax 0 / 0 is NaN in both). NaN and +inf scores give NaN as unfused. One multiply per

@@ -390,8 +390,9 @@ def online_ranges(ast: UOp) -> frozenset[UOp]:
     return frozenset(r for u in ast.toposort() if u.op is Ops.REDUCE and online_maxes(u) for r in u.src[1:])
 
 
-# opts that make several partial reduces of one range: an online softmax's running max and sums cannot be split
-SPLIT_REDUCE_OPTS = frozenset({OptOps.UNROLL, OptOps.PARTIAL, OptOps.GROUP, OptOps.GROUPTOP, OptOps.TC})
+# opts that make several partial reduces of one range: an online softmax's running max and sums cannot be split (an
+# UNROLL can: its copies fold into one running max per iteration, then the sums rescale once and add them, lower.py)
+SPLIT_REDUCE_OPTS = frozenset({OptOps.PARTIAL, OptOps.GROUP, OptOps.GROUPTOP, OptOps.TC})
 
 
 def apply_opt(ast: UOp, opt: Opt) -> UOp:

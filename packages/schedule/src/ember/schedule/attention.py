@@ -14,7 +14,7 @@ masked part of every reduce over it is not visited.
    inside its own loop, a reduce over head_dim nested in the reduce over keys (or queries). What stays are O(T) row
    statistics and the outputs, so memory grows linearly with the sequence; the price is the head_dim-long dot product
    recomputed by each reader, which the codegen heuristic keeps to once per (query, key) pair by holding the output
-   row (head_dim values) in registers (causal training attention: 3 kernels with scores, 6 head_dim-long dot products
+   row (head_dim values) in registers (causal training attention: 3 kernels with scores, 5 head_dim-long dot products
    per (query, key) pair in all, 5. below, where flash attention does 3, against T x T memory traffic). Only from
    T >= 16 head_dim on (RECOMPUTE_MIN_BLOWUP): the tiny Llama at seq 256 keeps its stored scores.
 2. A reduce over r of a value that is the reduce's identity wherever a mask on r is false (where(j <= i, s, -inf)
@@ -25,11 +25,11 @@ masked part of every reduce over it is not visited.
    assumes the unmasked operands are finite, as flash attention does (0 * v is taken to be 0).
 3. Where nothing but p @ v reads the row statistics (inference), the row max and the row sum are not stored either
    (`online_softmax_stats`) but computed in p @ v's kernel: causal forward is 1 kernel. `online_softmax` puts the
-   row sum and p @ v over one range there, after the max's own loop (two passes over the scores, the values of the
-   unfused reduces exactly); with ONLINE_ONE_LOOP over the max's range, which codegen lowers as one loop, the
-   running max rescaling the sums (ember.codegen.lower.lower_online: each score computed once, but a rescale of
-   every accumulator per key: on the CPU ~25% more time than the two passes, tools/bench/RESULTS.md). Where
-   something else reads a statistic (a backward), they are stored, by p @ v's kernel too (5. below).
+   row sum and p @ v over the max's range (ONLINE_ONE_LOOP), which codegen lowers as one loop, the running max
+   rescaling the sums (ember.codegen.lower.lower_online: each score computed once, the accumulators rescaled once
+   per iteration of the unrolled loop, 4 keys on the CPU); without ONLINE_ONE_LOOP over one range after the max's
+   own loop (two passes over the scores, the values of the unfused reduces exactly). Where something else reads a
+   statistic (a backward), they are stored, by p @ v's kernel too (5. below).
 4. The softmax backward's row term, rowsum_j(dP[i, j] p[i, j]) with dP = dO v^T the gradient of o = p @ v (p times
    factors free of j, as the gradient of e / l leaves it), is rowsum_c(dO[i, c] o[i, c]) (`softmax_grad_rows`, a
    tensor-graph rule before realize_map): a reduce over head_dim reading o and dO, where the rows-of-dS kernel
@@ -38,18 +38,17 @@ masked part of every reduce over it is not visited.
    stored: an output or the contiguous copy a model transposes it to).
 5. Readers of one score are multi-output kernels where that computes work once (the scheduler's
    `_multi_output_groups`, rangeify's `kernel_ast` of several roots): o with the row max and row sum the backward
-   reads (one kernel: the max's loop, then the sum's and p @ v's, storing all three; was 3 kernels, a score pass
-   each), and the independent readers of one shape: dk = dS^T q with dv = p^T dO (both sum over the queries for each
-   key: one loop, and s, p and dP in it computed once; was 2 kernels, 3 score passes). Causal training attention is
-   then 5 kernels (3 of them score kernels) and 6 head_dim dot products per (query, key) pair where it was 8:
-   forward 2 (the two loops), dq 2, dk with dv 2. On the CPU the forward takes ~0.85x and dk with dv ~0.9x the time
-   of the kernels they replace (tools/bench/RESULTS.md): the one kernel holds more accumulators (b. below).
+   reads (one kernel: the online softmax's loop, storing all three, the running max and sum at its end; was 3
+   kernels, a score pass each), and the independent readers of one shape: dk = dS^T q with dv = p^T dO (both sum over
+   the queries for each key: one loop, and s, p and dP in it computed once; was 2 kernels, 3 score passes). Causal
+   training attention is then 5 kernels (3 of them score kernels) and 5 head_dim dot products per (query, key) pair
+   where it was 8: forward 1, dq 2, dk with dv 2 (the forward as two passes, 6: 1.2-1.7x its time on the CPU,
+   tools/bench/RESULTS.md).
 Left (issue 22), the training step:
-   a. the forward's two loops as one (the online softmax, ONLINE_ONE_LOOP, pays on the CPU only with the rescale
-      once per block of keys: an UNROLL of a key loop whose bound depends on the query); the backward reading the row
-      log-sum-exp lse = m + log(l) in place of m and l (p = exp2((s - lse) log2e)); dq in dk and dv's kernel
-      (it sums over the keys, they over the queries: flash attention's dq accumulates across key blocks). Flash
-      attention computes 3 dot products per pair.
+   a. the backward reading the row log-sum-exp lse = m + log(l) in place of m and l (p = exp2((s - lse) log2e)); dq
+      in dk and dv's kernel (it sums over the keys, they over the queries: flash attention's dq accumulates across
+      key blocks, in a reduce whose accumulator is memory across an outer loop). Flash attention computes 3 dot
+      products per pair.
    b. the recomputing kernels hold a block of rows of an operand (16 x head_dim) and the outputs' accumulators,
       more than AVX-512's 32 vector registers: the codegen unrolls each loop so that an iteration computes 64 scores
       (4 keys for a block of 16 queries), the spilled columns and accumulators loaded once per iteration, not once per
@@ -90,9 +89,11 @@ RECOMPUTE_MAX_BROADCAST = 256
 # row statistics that only p @ v reads are computed in its kernel (3. above); False: stored, each in a kernel of its own
 # (tools/bench/bench_attention.py --unfused measures the difference)
 ONLINE_SOFTMAX = True
-# ... as one loop, the running max rescaling the sums (ember.codegen.lower.lower_online); False: two passes in that
-# kernel, the row max's loop, then the row sum's and p @ v's together (no rescale per key: on a CPU the cheaper)
-ONLINE_ONE_LOOP = False
+# ... as one loop, the running max rescaling the sums (ember.codegen.lower.lower_online: with the codegen's unrolled
+# key loop, once per 4 keys; the training forward at T = 1024-4096 1.2-1.7x faster than two passes on the CPU,
+# tools/bench/RESULTS.md); False: two passes in that kernel, the row max's loop, then the row sum's and p @ v's
+# together (no rescale, the unfused reduces' values exactly)
+ONLINE_ONE_LOOP = True
 
 _MUST_REALIZE = (Ops.SINK, Ops.CONTIGUOUS, Ops.COPY, Ops.ASSIGN)
 
