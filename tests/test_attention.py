@@ -387,6 +387,23 @@ def test_unrolled_score_loops_compute_each_score_once():
     assert sum(u.op is Ops.DEFINE_REG for u in fwd) == 16 * d // 16 + 2
 
 
+def test_head_dim_128_computes_each_score_once():
+    """At head_dim 128 (Llama 3.1 8B's) the outputs' rows are whole blocks of accumulators
+    (ember.codegen.heuristic.NESTED_MAX_ACCUMULATORS): no score kernel splits head_dim into parts that each recompute
+    the scores (the forward's o, dq, dk with dv: UPCAST of head_dim by 128)."""
+    from ember.codegen import CRenderer, OptOps, to_program
+
+    t, d = 2048, 128
+    _, ks = grads_schedule(lambda q, k, v: sdpa(q, k, v, causal=True), arr(1, 1, t, d), arr(1, 1, t, d),
+                           arr(1, 1, t, d))
+    score = score_kernels(ks)
+    assert len(score) == 3
+    for it in score:
+        prg = to_program(it.ast, CRenderer())
+        upcasts = [o.amount for o in prg.applied_opts if o.op is OptOps.UPCAST]
+        assert d in upcasts and d // 2 not in upcasts, (prg.name, prg.applied_opts)
+
+
 def test_short_sequence_keeps_the_stored_scores():
     """Below the blow-up threshold (T < 16 head_dim) the scores are stored: one matmul, then cheap reads."""
     t, d = 16, 8

@@ -337,9 +337,12 @@ def hand_coded_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
     return pads + tiled if OptOps.PACK in [o.op for o in tiled] else opts
 
 
-# a reduce nested in another's loop keeps up to this many accumulators of the outer one in registers (an attention's
-# output row over head_dim), so that the inner reduce runs once per outer iteration, not once per output
-NESTED_MAX_ACCUMULATORS = 64
+# a reduce nested in another's loop keeps up to this many accumulators of the outer one (an attention's output row
+# over head_dim) per lane of its block, so that the inner reduce runs once per outer iteration, not once per part of
+# the row: with the unrolled loops below they are loaded and stored once per iteration, so more than the registers
+# hold is cheaper than a second dot product per score (head_dim 128, T = 2048: the three attention kernels 1.8x
+# faster than in halves of 64, tools/bench/RESULTS.md)
+NESTED_MAX_ACCUMULATORS = 128
 # ... and its loops over keys (over queries for dk) unrolled so that an iteration computes this many scores (4 keys
 # for a block of 16 queries) where that divides the loop's bound (a causal loop's runs to a block's): the block's
 # operand columns and the outputs' accumulators, more than the registers hold, are loaded once per iteration, not once
@@ -385,7 +388,7 @@ def _nested_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
             add(Opt(OptOps.UNROLL, axis(r), size))
     lanes = 1
     for r in reversed([r for r in outputs if r not in inner_deps]):
-        # the whole axis, or the largest part of it that fits (head_dim 128: two halves, each recomputing the scores)
+        # the whole axis, or the largest part of it that fits (head_dim 256: two halves, each recomputing the scores)
         fits = [a for a in range(NESTED_MAX_ACCUMULATORS // lanes, 1, -1) if (range_size(r) or 0) % a == 0]
         if fits:
             add(Opt(OptOps.UPCAST, axis(r), fits[0]))
