@@ -13,8 +13,8 @@ peak resident set (ru_maxrss) minus its resident set before the first step (inpu
 the step added.
 The stored-scores row sets ember.schedule.attention.RECOMPUTE_MAX_TERMS = 0 in its process (scores realized, the
 schedule of Ember before the fused attention); the unfused row ONLINE_SOFTMAX = False (the forward before it, a row max
-and a row sum kernel before the output's); the one-loop row ONLINE_ONE_LOOP = True (the running max rescaling the sums
-in one loop, in place of the default's two passes in one kernel).
+and a row sum kernel before the output's); the two-passes row ONLINE_ONE_LOOP = False (the row max's loop, then the
+sums' loop, in place of the default's one loop, the running max rescaling the sums).
 """
 
 from __future__ import annotations
@@ -52,8 +52,8 @@ def run_ember(t: int, heads: int, head_dim: int, reps: int, variant: str, forwar
         attention.RECOMPUTE_MAX_TERMS = 0
     if variant == "ember-unfused":
         attention.ONLINE_SOFTMAX = False
-    if variant == "ember-one-loop":
-        attention.ONLINE_ONE_LOOP = True
+    if variant == "ember-two-passes":
+        attention.ONLINE_ONE_LOOP = False
     from ember.tensor import Tensor, jit
 
     rng = np.random.default_rng(0)
@@ -120,16 +120,17 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     p.add_argument("--stored", action="store_true", help="also Ember with the scores stored (no fused attention)")
     p.add_argument("--unfused", action="store_true", help="also Ember with no online softmax (row statistics stored)")
-    p.add_argument("--one-loop", action="store_true", help="also Ember with the forward's max and sums in one loop")
+    p.add_argument("--two-passes", action="store_true",
+                   help="also Ember with the forward's max in a loop of its own, then the sums'")
     p.add_argument("--forward", action="store_true", help="the forward alone (inference: out and a sum of it)")
-    p.add_argument("--framework", choices=["ember", "ember-stored", "ember-unfused", "ember-one-loop", "torch"],
+    p.add_argument("--framework", choices=["ember", "ember-stored", "ember-unfused", "ember-two-passes", "torch"],
                    help=argparse.SUPPRESS)
     p.add_argument("--child-seq", type=int, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.framework:
         return child(args)
     frameworks = ["ember", "torch"] + (["ember-stored"] if args.stored else []) + \
-        (["ember-unfused"] if args.unfused else []) + (["ember-one-loop"] if args.one_loop else [])
+        (["ember-unfused"] if args.unfused else []) + (["ember-two-passes"] if args.two_passes else [])
     step = "forward" if args.forward else "fwd+bwd"
     print(f"causal attention {step}, batch 1, {args.heads} heads x {args.head_dim}, {args.threads} threads, "
           f"median of {args.reps}")
