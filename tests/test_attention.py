@@ -390,7 +390,8 @@ def test_unrolled_score_loops_compute_each_score_once():
 def test_head_dim_128_computes_each_score_once():
     """At head_dim 128 (Llama 3.1 8B's) the outputs' rows are whole blocks of accumulators
     (ember.codegen.heuristic.NESTED_MAX_ACCUMULATORS): no score kernel splits head_dim into parts that each recompute
-    the scores (the forward's o, dq, dk with dv: UPCAST of head_dim by 128)."""
+    the scores (the forward's o, dq, dk with dv: UPCAST of head_dim by 128), and their loops take 8 keys (or queries)
+    an iteration, one per NESTED_ROW_LANES_PER_KEY lanes of the row (the row's accumulators loaded once for 8)."""
     from ember.codegen import CRenderer, OptOps, to_program
 
     t, d = 2048, 128
@@ -402,6 +403,23 @@ def test_head_dim_128_computes_each_score_once():
         prg = to_program(it.ast, CRenderer())
         upcasts = [o.amount for o in prg.applied_opts if o.op is OptOps.UPCAST]
         assert d in upcasts and d // 2 not in upcasts, (prg.name, prg.applied_opts)
+        assert {o.amount for o in prg.applied_opts if o.op is OptOps.UNROLL and o.amount != d} == {8}, prg.name
+
+
+def test_score_loops_unrolled_by_the_part_of_the_amount_that_divides_them():
+    """T = 36 (non-causal): blocks of 4 queries (16 and 8 do not divide 36) would unroll their key loops by 64 / 4 =
+    16, which does not divide 36: they take 4 keys an iteration (the largest half of 16 that does), and the values
+    are PyTorch's."""
+    from ember.codegen import CRenderer, OptOps, to_program
+
+    t, d = 36, 2
+    q, k, v = arr(1, 2, t, d), arr(1, 2, t, d), arr(1, 2, t, d)
+    out, ks = grads_schedule(lambda q, k, v: sdpa(q, k, v, causal=False), q, k, v)
+    for it in score_kernels(ks):
+        prg = to_program(it.ast, CRenderer())
+        assert 4 in {o.amount for o in prg.applied_opts if o.op is OptOps.UNROLL}, (prg.name, prg.applied_opts)
+    ref = F.scaled_dot_product_attention(*(torch.tensor(a) for a in (q, k, v)))
+    np.testing.assert_allclose(out.numpy(), ref.numpy(), rtol=1e-4, atol=2e-5)
 
 
 def test_short_sequence_keeps_the_stored_scores():

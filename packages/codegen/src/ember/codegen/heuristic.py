@@ -349,6 +349,10 @@ NESTED_MAX_ACCUMULATORS = 128
 # per key. Then a block of a whole vector is best for every output and head_dim measured (tools/bench/RESULTS.md: the
 # T = 1024 kernels 12-23% faster, dk with dv in blocks of 16 keys 21% faster than of 8; head_dim 128 ~3x)
 NESTED_UNROLL_SCORES = 64
+# ... and by at least one key per this many lanes of an output row (head_dim 128: 8 keys an iteration): a row's
+# accumulators, 8 vectors per lane of the block there, are loaded and stored once per iteration (head_dim 128, T =
+# 2048: the three kernels ~1.45x faster than with 4 keys; head_dim 64 keeps 4, faster there than 8)
+NESTED_ROW_LANES_PER_KEY = 16
 
 
 def _score_loops(ast: UOp) -> list[int]:
@@ -370,7 +374,8 @@ def _nested_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
       of dk), the one bounding the loop first, is upcast by a vector (half or a quarter of one where that does not
       divide it): a vector of scores per key, each key's row loaded once for the block (a loop bounded by that axis,
       under a causal mask, runs to the bound of the block's last lane);
-    - each loop that recomputes scores is unrolled by NESTED_UNROLL_SCORES / block where that divides its bound (a
+    - each loop that recomputes scores is unrolled by NESTED_UNROLL_SCORES / block (or one key per
+      NESTED_ROW_LANES_PER_KEY lanes of the output row, if more), or the largest half of that which divides its bound (a
       causal loop's, widened to the block's last lane, is a multiple of the block; an online softmax's loop too: its
       running max and the sums' rescale once per iteration);
     - THREAD shares an output axis that bounds no loop (heads: even shares; a causal query axis has uneven halves)."""
@@ -402,11 +407,13 @@ def _nested_opts(ast: UOp, renderer: Renderer) -> list[Opt]:
     amounts = tuple(a for a in (vec, vec // 2, vec // 4) if a >= 2)
     if block is not None and (amt := _divisor(range_size(block), amounts)) is not None:
         add(Opt(OptOps.UPCAST, axis(block), amt))
-        unroll = NESTED_UNROLL_SCORES // amt
-        for axis_id in _score_loops(chosen.kernel) if unroll >= 2 else ():
+        unroll = max(NESTED_UNROLL_SCORES // amt, lanes // NESTED_ROW_LANES_PER_KEY)
+        for axis_id in _score_loops(chosen.kernel):
             r = next(x for x in kernel_ranges(chosen.kernel) if x.arg[0] == axis_id)
-            if divided_size(r, unroll) is not None:
-                add(Opt(OptOps.UNROLL, axis(r), unroll))
+            # (the amount, or the largest half of it that divides the loop's bound)
+            if (u := next((u for u in (unroll >> i for i in range(unroll.bit_length())) if u >= 2 and
+                           divided_size(r, u) is not None), None)) is not None:
+                add(Opt(OptOps.UNROLL, axis(r), u))
     # threads share an axis no loop depends on (heads, batch): an axis bounding a causal loop has uneven halves
     rngs = kernel_ranges(chosen.kernel)
     outs = [r for r in rngs if r.arg[1] is AxisType.GLOBAL and (range_size(r) or 0) >= 2]
