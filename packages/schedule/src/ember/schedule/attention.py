@@ -51,8 +51,9 @@ Left (issue 22), the training step:
       products per pair.
    b. the recomputing kernels hold a block of rows of an operand (16 x head_dim) and the outputs' accumulators,
       more than AVX-512's 32 vector registers: the codegen unrolls each loop so that an iteration computes 64 scores
-      (4 keys for a block of 16 queries), the spilled columns and accumulators loaded once per iteration, not once per
-      key (ember.codegen.heuristic; 12-23% faster kernels at head_dim 32, ~3x at 128). A flash-style CPU kernel
+      (4 keys for a block of 16 queries; 8 keys at head_dim 128), the spilled columns and accumulators loaded once per
+      iteration, not once per key (ember.codegen.heuristic; 12-23% faster kernels at head_dim 32, ~2.8x at 128, whose
+      rows of accumulators are whole: tools/bench/RESULTS.md). A flash-style CPU kernel
       computes a block of scores into a small buffer and multiplies it as a matmul tile (a hand-written one for the
       forward, C with -O3: ~1.24x the forward kernel before the unroll).
 """

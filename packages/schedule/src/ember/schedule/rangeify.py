@@ -472,12 +472,14 @@ def kernel_ast(x: UOp | tuple[UOp, ...], buffers: dict[UOp, UOp]) -> UOp | None:
 def _share_a_reduce(values: tuple[UOp, ...]) -> bool:
     """Whether every value reads a REDUCE that another one reads too (its loop's work done once for both), and no
     REDUCE reads, inside its value, one over a range of its own (shared ranges must only join sibling loops) but for
-    an online softmax's sum reading its running max over the same ranges (`attention.online_softmax`)."""
+    an online softmax's float sum reading its running max over the same ranges (`attention.online_softmax`; the form
+    the codegen lowers as one loop, its `opt.online_maxes`)."""
     reduces = [{u for u in v.toposort() if u.op is Ops.REDUCE} for v in values]
     for red in set().union(*reduces):
         own = set(red.src[1:])
+        online = red.arg is Ops.ADD and dtypes.is_float(red.dtype)
         if any(u is not red and u.op is Ops.REDUCE and not own.isdisjoint(u.src[1:]) and
-               not (red.arg is Ops.ADD and u.arg is Ops.MAX and set(u.src[1:]) == own) for u in red.src[0].toposort()):
+               not (online and u.arg is Ops.MAX and set(u.src[1:]) == own) for u in red.src[0].toposort()):
             return False
     return all(any(rs & other for other in reduces if other is not rs) for rs in reduces)
 
