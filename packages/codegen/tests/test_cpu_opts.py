@@ -314,6 +314,30 @@ def test_pack_and_swap_opts(run_c, rng):
         apply_opt(ast, Opt(OptOps.SWAP, 1, 3))
 
 
+@pytest.mark.parametrize("m, copy_loop", [(32, True), (16, True), (8, False), (12, False)])
+def test_pack_of_a_transposed_panel(run_c, rng, m, copy_loop):
+    # x @ W.T: the panel's upcast axis walks W's rows (stride k), so its lanes are scalar loads: the copy assembles
+    # them PACK_GATHER_LANES at a time in a loop (a transposed copy of 32 whole lanes cost ~15 ms of gcc per kernel),
+    # where they divide the axis and are fewer; numerics against numpy either way
+    n, k = 8, 40
+    ast = matmul_ast(n, k, m, b_transposed=True)
+    opts = [Opt(OptOps.UPCAST, 1, m), Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.PACK, 0, 0)]
+    prg = to_program(ast, CRenderer(), opts)
+    copy = prg.src[prg.src.index("local0["):prg.src.index("acc0")]
+    assert len(re.findall(r"float val\d+ = data2\[", copy)) == (8 if copy_loop else m), copy
+    assert copy.count("for (long long") == (3 if copy_loop else 2), copy  # (k, the lanes' loop if any, then n)
+    if copy_loop:
+        assert f"< {m // 8}ll;" in copy, copy
+    a, b, want = reference(n, k, m, True, rng)
+    (out, *_) = run_c(prg, np.zeros((n, m), np.float32), a, b)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+    # a contiguous panel (x @ W) keeps its vector copy: whole vectors, no loop of lanes
+    prg = to_program(matmul_ast(n, k, 32), CRenderer(), [Opt(OptOps.UPCAST, 1, 32), Opt(OptOps.UPCAST, 0, 4),
+                                                       Opt(OptOps.PACK, 0, 0)])
+    copy = prg.src[prg.src.index("local0["):prg.src.index("acc0")]
+    assert not re.findall(r"float val\d+ = data2\[", copy), copy
+
+
 @pytest.mark.parametrize("op", [Ops.ADD, Ops.MAX])
 @pytest.mark.parametrize("n, m", [(5, 48), (64, 1024), (3, 17)])
 def test_row_reduce(run_c, rng, op, n, m):

@@ -85,6 +85,19 @@ def partial_reduce(ast: UOp, r: UOp, amount: int, lane_id: int) -> UOp:
 
 EXPANDED_KINDS = (AxisType.UPCAST, AxisType.UNROLL)
 MAX_PANEL_BYTES = 512 * 1024  # a packed panel stays well inside L2 (and the stack of an OpenMP thread)
+PACK_GATHER_LANES = 8  # a panel axis whose source is strided (a transposed B) is copied this many lanes at a time
+
+
+def _contiguous_in(v: UOp, x: UOp) -> bool:
+    """Whether every buffer load of value v moves along range x by at most one element per step (affinely): a
+    vector of x's lanes is then whole vectors of memory. Along any other stride the lanes are scalar loads each."""
+    for u in v.toposort():
+        if u.op is Ops.LOAD and u.src[0].op is Ops.INDEX and x in u.src[0].src[1].toposort():
+            terms, _ = linear_terms(u.src[0].src[1].simplify())
+            if any(base is not x and x in base.toposort() for base, _ in terms) or \
+                    abs(sum(m for base, m in terms if base is x)) > 1:
+                return False
+    return True
 
 
 def pack_panels(ast: UOp, r: UOp) -> UOp:
@@ -138,12 +151,26 @@ def pack_panels(ast: UOp, r: UOp) -> UOp:
         # declared in the loop of the innermost outer range it depends on: private to a thread that runs that loop
         outer = tuple(sorted((x for x in deps[v] if range_order(x) < order), key=range_order))
         local = UOp(Ops.DEFINE_LOCAL, v.dtype.ptr(size, AddrSpace.LOCAL), outer, next(n_locals))
-        fresh = {x: UOp.range(range_size(x), next(ids), AxisType.UPCAST if x.arg[1] in EXPANDED_KINDS else
-                              AxisType.LOOP) for x in panel}
+        fresh: dict[UOp, UOp] = {}
+        copy_ranges: list[UOp] = []
+        for x in panel:
+            n = range_size(x)
+            assert n is not None
+            kind = AxisType.UPCAST if x.arg[1] in EXPANDED_KINDS else AxisType.LOOP
+            if kind is AxisType.UPCAST and n > PACK_GATHER_LANES and n % PACK_GATHER_LANES == 0 and \
+                    not _contiguous_in(v, x):
+                # a strided axis: its lanes are scalar loads, assembled into vectors of PACK_GATHER_LANES in a loop
+                loop = UOp.range(n // PACK_GATHER_LANES, next(ids), AxisType.LOOP)
+                lanes = UOp.range(PACK_GATHER_LANES, next(ids), AxisType.UPCAST)
+                fresh[x] = loop * PACK_GATHER_LANES + lanes
+                copy_ranges += [loop, lanes]
+            else:
+                fresh[x] = UOp.range(n, next(ids), kind)
+                copy_ranges.append(fresh[x])
         at = functools.reduce(lambda a, b: a + b, [x * strides[x] for x in panel])
         copy = UOp(Ops.STORE, dtypes.void, (UOp(Ops.INDEX, local.dtype, (local, at.substitute(fresh))),
                                              v.substitute(fresh)))
-        filled = UOp(Ops.END, dtypes.void, (copy, *sorted(fresh.values(), key=range_order)))
+        filled = UOp(Ops.END, dtypes.void, (copy, *sorted(copy_ranges, key=range_order)))
         mapping[v] = UOp(Ops.LOAD, v.dtype, (UOp(Ops.INDEX, local.dtype, (local, at)), filled))
     return ast.substitute(mapping)
 
