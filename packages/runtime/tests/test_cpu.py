@@ -297,6 +297,42 @@ def test_fresh_blocks_of_a_mib_or_more_are_faulted_in_the_background(monkeypatch
         alloc._free(big, big.nbytes, None)
 
 
+def test_a_burst_of_blocks_is_faulted_in_after_the_burst(monkeypatch):
+    # populating while the blocks were still being allocated made the allocations wait on it (the warm first step:
+    # 50-90 ms of its 120 allocations): the prefault thread starts once no block came for PREFAULT_QUIET_S
+    import threading
+    import time
+
+    from ember.runtime import cpu
+
+    calls = []
+    monkeypatch.setattr(cpu, "_madvise", lambda: lambda addr, n, advice: calls.append(
+        (addr, n, advice, threading.current_thread().name)))
+    for _ in range(500):  # (blocks of earlier tests may still be queued)
+        if cpu._prefaulter.blocks.empty():
+            break
+        time.sleep(0.01)
+    time.sleep(0.05)
+    calls.clear()
+    monkeypatch.setattr(cpu, "PREFAULT_QUIET_S", 0.5)
+    alloc = cpu.CPUAllocator()
+    blocks = []
+    try:
+        for i in range(3):
+            blocks.append(alloc._alloc((i + 1) * cpu.PREFAULT_MIN, None))
+            time.sleep(0.05)  # (a burst: each block well within the quiet time of the last)
+        assert calls == [], calls  # nothing populated while blocks keep coming
+        for _ in range(1000):
+            if len(calls) == 3:
+                break
+            time.sleep(0.01)
+        want = [(-(-b.addr // cpu.PAGE) * cpu.PAGE, (b.addr + b.nbytes) // cpu.PAGE * cpu.PAGE) for b in blocks]
+        assert calls == [(lo, hi - lo, cpu.MADV_POPULATE_WRITE, "ember-prefault") for lo, hi in want]
+    finally:
+        for b in blocks:
+            alloc._free(b, b.nbytes, None)
+
+
 def test_float16_round_trips_survive_the_c_compiler():
     # a float16 value kept as float must be rounded where the kernel casts it: gcc 12's vectorizer dropped
     # (float)(_Float16)x on AVX512-FP16 CPUs (the compiler then gets -mno-avx512fp16); the elements are x[:i+1] summed
