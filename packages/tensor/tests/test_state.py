@@ -93,3 +93,37 @@ def test_save_refuses_names_that_are_not_strings(tmp_path):
         with pytest.raises(TypeError, match="tensor names must be strings"):
             safe_save({name: Tensor([1.0])}, tmp_path / "x.safetensors")
     assert not (tmp_path / "x.safetensors").exists()
+
+
+def test_load_state_dict_replaces_a_layers_init_without_computing_it():
+    from ember.tensor import engine, nn
+
+    class Model:
+        def __init__(self):
+            self.a, self.b, self.emb = nn.Linear(8, 4), nn.Linear(8, 4, bias=False), nn.Embedding(10, 8)
+    schedules = engine.ENGINE.schedule_count
+    m = Model()
+    assert engine.ENGINE.schedule_count == schedules  # a layer's init is lazy
+    rng = np.random.default_rng(0)
+    values = {k: rng.standard_normal(t.shape).astype(np.float32) for k, t in get_state_dict(m).items()}
+    state = {k: Tensor(v) for k, v in values.items()}
+    load_state_dict(m, state)
+    assert engine.ENGINE.schedule_count == schedules + 1  # every copy in one schedule, no init kernel
+    for k, t in get_state_dict(m).items():
+        np.testing.assert_array_equal(t.numpy(), values[k])
+    state["a.weight"].assign(Tensor.zeros(4, 8)).realize()  # the model holds copies, not the state's tensors
+    np.testing.assert_array_equal(m.a.weight.numpy(), values["a.weight"])
+    load_state_dict(m, {k: Tensor(v + 1) for k, v in values.items()})  # realized now: loaded in place
+    np.testing.assert_array_equal(m.emb.weight.numpy(), values["emb.weight"] + 1)
+
+
+def test_a_lazy_init_takes_its_draw_when_the_layer_is_built():
+    from ember.tensor import nn
+
+    Tensor.manual_seed(3)
+    first = nn.Linear(5, 3)
+    Tensor.manual_seed(3)
+    second = nn.Linear(5, 3)
+    Tensor.rand(7).realize()  # another draw realized between building the layer and computing its init
+    np.testing.assert_array_equal(second.weight.numpy(), first.weight.numpy())
+    assert np.abs(first.weight.numpy()).max() <= 1 / np.sqrt(5) and first.weight.numpy().std() > 0

@@ -1,5 +1,11 @@
 """Layers (Linear, Embedding, LayerNorm, RMSNorm, Conv2d, BatchNorm) and the functional forms, in
-torch.nn.functional's argument order: most are Tensor's methods (ember/tensor/ops/nn.py) under PyTorch's names."""
+torch.nn.functional's argument order: most are Tensor's methods (ember/tensor/ops/nn.py) under PyTorch's names.
+
+A layer's parameters are lazy: their init (the random stream's draw taken when the layer is built) is computed by the
+first schedule that needs them. An optimizer realizes all its parameters in one schedule, their kernels compiled side
+by side, and `load_state_dict` replaces them without computing them: building a model and loading its weights runs no
+init kernel (each one realized on its own was one C compile and one schedule after another). BatchNorm's running
+statistics are realized at once: its forward assigns into them."""
 
 from __future__ import annotations
 
@@ -111,8 +117,8 @@ class Linear:
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True):
         bound = 1 / math.sqrt(in_features)
-        self.weight = Tensor.uniform(out_features, in_features, low=-bound, high=bound).contiguous().realize()
-        self.bias = Tensor.uniform(out_features, low=-bound, high=bound).contiguous().realize() if bias else None
+        self.weight = Tensor.uniform(out_features, in_features, low=-bound, high=bound).contiguous()
+        self.bias = Tensor.uniform(out_features, low=-bound, high=bound).contiguous() if bias else None
 
     def __call__(self, x: Tensor) -> Tensor:
         return linear(x, self.weight, self.bias)
@@ -131,7 +137,7 @@ class Embedding:
             padding_idx %= vocab_size
             weight = (Tensor.arange(vocab_size).reshape(vocab_size, 1) == padding_idx).where(0.0, weight)
         self.padding_idx = padding_idx
-        self.weight = weight.contiguous().realize()
+        self.weight = weight.contiguous()
 
     def __call__(self, idx: Tensor) -> Tensor:
         return embedding(idx, self.weight, self.padding_idx)
@@ -140,8 +146,8 @@ class Embedding:
 class LayerNorm:
     def __init__(self, dim: int, eps: float = 1e-5, elementwise_affine: bool = True, bias: bool = True):
         self.eps = eps
-        self.weight = Tensor.ones(dim).contiguous().realize() if elementwise_affine else None
-        self.bias = Tensor.zeros(dim).contiguous().realize() if elementwise_affine and bias else None
+        self.weight = Tensor.ones(dim).contiguous() if elementwise_affine else None
+        self.bias = Tensor.zeros(dim).contiguous() if elementwise_affine and bias else None
 
     def __call__(self, x: Tensor) -> Tensor:
         y = layernorm(x, -1, self.eps)
@@ -152,7 +158,7 @@ class LayerNorm:
 class RMSNorm:
     def __init__(self, dim: int, eps: float = 1e-6):
         self.eps = eps
-        self.weight = Tensor.ones(dim).contiguous().realize()
+        self.weight = Tensor.ones(dim).contiguous()
 
     def __call__(self, x: Tensor) -> Tensor:
         return rmsnorm(x, -1, self.eps) * self.weight
@@ -354,9 +360,8 @@ class Conv2d:
                  padding: int = 0, dilation: int = 1, groups: int = 1, bias: bool = True):
         kh, kw = (kernel_size, kernel_size) if isinstance(kernel_size, int) else tuple(kernel_size)
         bound = 1 / math.sqrt(in_channels // groups * kh * kw)
-        self.weight = Tensor.uniform(out_channels, in_channels // groups, kh, kw, low=-bound, high=bound) \
-            .contiguous().realize()
-        self.bias = Tensor.uniform(out_channels, low=-bound, high=bound).contiguous().realize() if bias else None
+        self.weight = Tensor.uniform(out_channels, in_channels // groups, kh, kw, low=-bound, high=bound).contiguous()
+        self.bias = Tensor.uniform(out_channels, low=-bound, high=bound).contiguous() if bias else None
         self.stride, self.padding, self.dilation, self.groups = stride, padding, dilation, groups
 
     def __call__(self, x: Tensor) -> Tensor:
@@ -371,8 +376,8 @@ class BatchNorm:
     def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1, affine: bool = True,
                  track_running_stats: bool = True):
         self.eps, self.momentum, self.training = eps, momentum, True
-        self.weight = Tensor.ones(num_features).contiguous().realize() if affine else None
-        self.bias = Tensor.zeros(num_features).contiguous().realize() if affine else None
+        self.weight = Tensor.ones(num_features).contiguous() if affine else None
+        self.bias = Tensor.zeros(num_features).contiguous() if affine else None
         self.running_mean = Tensor.zeros(num_features).contiguous().realize() if track_running_stats else None
         self.running_var = Tensor.ones(num_features).contiguous().realize() if track_running_stats else None
 

@@ -59,16 +59,19 @@ def load_state_dict(model: Any, state: Mapping[str, Tensor], strict: bool = True
     if strict and (missing or unexpected):
         raise ValueError(f"load_state_dict: missing keys {missing}, unexpected keys {unexpected}")
     for k, t in own.items():
+        if k in state and state[k].shape != t.shape:
+            raise ValueError(f"load_state_dict: {k!r} has shape {state[k].shape} in the state, {t.shape} in the model")
+    loaded = []  # realized together: one schedule, each copy kernel compiled once for all the tensors of its size
+    for k, t in own.items():
         if k not in state:
             continue
-        v = state[k]
-        if v.shape != t.shape:
-            raise ValueError(f"load_state_dict: {k!r} has shape {v.shape} in the state, {t.shape} in the model")
-        value = v.to(t.device).cast(t.dtype)
+        value = state[k].to(t.device).cast(t.dtype).contiguous()
         if realize.is_realized(t.uop):  # in place: an optimizer's flat storage keeps seeing the parameter
-            t.assign(value.contiguous()).realize()
-        else:
-            t.uop = value.contiguous().realize().uop
+            t.assign(value)
+        else:  # a lazy parameter (a layer's init) is replaced, never computed
+            t.uop = value.uop
+        loaded.append(t)
+    Tensor.realize_all(*loaded)
 
 
 # *** safetensors ***
