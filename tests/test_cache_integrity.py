@@ -41,7 +41,7 @@ class _Planted:
 def test_a_program_entry_is_json_lines_that_render_the_same_source(cache_dir):
     ast = kernel_ast(Tensor(np.ones((8, 8), np.float32)).sum(1) * 0.5)
     built = cached_program(ast, CRenderer())
-    (entry,) = (cache_dir / "program").iterdir()
+    (entry,) = files.entries(cache_dir / "program")
     payload = files.read_entry(entry, entry.name).payload
     head, body = (json.loads(line) for line in payload.split(b"\n"))  # plain data: launch facts, linear program
     assert head["name"] == built.name and "src" not in head and "src" not in body
@@ -53,7 +53,7 @@ def test_a_program_entry_is_json_lines_that_render_the_same_source(cache_dir):
 def test_a_planted_pickle_in_the_program_cache_never_runs(cache_dir, tmp_path):
     ast = kernel_ast(Tensor(np.ones(16, np.float32)) * 0.37)
     built = cached_program(ast, CRenderer())
-    (entry,) = (cache_dir / "program").iterdir()
+    (entry,) = files.entries(cache_dir / "program")
     marker = tmp_path / "pwned"
     entry.write_bytes(pickle.dumps(_Planted(marker)))
     with pytest.warns(UserWarning, match="unreadable"):
@@ -68,7 +68,7 @@ def test_a_planted_pickle_in_the_program_cache_never_runs(cache_dir, tmp_path):
 def test_an_edited_constant_in_a_program_entry_is_rejected(cache_dir):
     ast = kernel_ast(Tensor(np.ones(16, np.float32)) * 0.375)
     built = cached_program(ast, CRenderer())
-    (entry,) = (cache_dir / "program").iterdir()
+    (entry,) = files.entries(cache_dir / "program")
     data = entry.read_bytes()
     hexed = (0.375).hex().encode()
     assert hexed in data
@@ -80,7 +80,7 @@ def test_an_edited_constant_in_a_program_entry_is_rejected(cache_dir):
 def test_a_program_entry_that_is_not_a_program_is_rebuilt(cache_dir):
     ast = kernel_ast(Tensor(np.ones(16, np.float32)) + 2.5)
     built = cached_program(ast, CRenderer())
-    (entry,) = (cache_dir / "program").iterdir()
+    (entry,) = files.entries(cache_dir / "program")
     for payload in (b'{"format": 1}', b"[]", b'{"format": 1, "name": "x", "table": [["NOPE", ["float32", 1], [], '
                                                b'null, null]], "program": [0]}'):
         files.write_entry(entry, entry.name, payload)  # checksum and key right, contents wrong
@@ -91,12 +91,12 @@ def test_a_program_entry_that_is_not_a_program_is_rebuilt(cache_dir):
 def test_results_stay_right_when_every_cache_entry_is_edited(cache_dir):
     engine.ENGINE.kernels.clear()  # (built in this test's cache)
     want = (Tensor(np.arange(6, dtype=np.float32)) * 3 + 1).numpy()
-    assert list((cache_dir / "program").iterdir()) and list((cache_dir / "compile").iterdir())
-    for entry in (cache_dir / "compile").iterdir():
+    assert files.entries(cache_dir / "program") and files.entries(cache_dir / "compile")
+    for entry in files.entries(cache_dir / "compile"):
         data = bytearray(entry.read_bytes())
         data[-10] ^= 0xFF
         entry.write_bytes(bytes(data))
-    for entry in (cache_dir / "program").iterdir():
+    for entry in files.entries(cache_dir / "program"):
         entry.write_bytes(entry.read_bytes().replace(b"3", b"4"))
     engine.ENGINE.kernels.clear()
     with pytest.warns(UserWarning):

@@ -63,7 +63,7 @@ def test_src_keys_tell_programs_and_renderers_apart():
 def test_a_rebuilt_entry_with_other_contents_names_another_source(cache):
     ast = elementwise_ast(32, 2.0)
     built = cached_program(ast, CRenderer())
-    (entry,) = cache.iterdir()
+    (entry,) = files.entries(cache)
     payload = files.read_entry(entry, entry.name).payload
     files.write_entry(entry, entry.name, payload.replace(b'"name":"', b'"name":"x'))  # (verified, decodes)
     other = load_program(ast, CRenderer())
@@ -105,7 +105,7 @@ def test_threads_reading_a_lazy_source_all_get_it():
 def test_a_malformed_linear_program_is_an_error_on_first_use(cache):
     ast = elementwise_ast(32, 5.0)
     built = cached_program(ast, CRenderer())
-    (entry,) = cache.iterdir()
+    (entry,) = files.entries(cache)
     head, body = files.read_entry(entry, entry.name).payload.split(b"\n")
     for bad in (body.replace(b'"PARAM"', b'"NOPE"'), body.replace(b'[]', b'[99]', 1), b"[1, 2"):
         files.write_entry(entry, entry.name, head + b"\n" + bad)  # (verified: as if Ember wrote it)
@@ -123,7 +123,7 @@ def test_program_entries_are_not_fsynced(monkeypatch, cache):
     synced = []
     monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd))
     cached_program(elementwise_ast(8, 7.0), CRenderer())
-    assert synced == [] and len(list(cache.iterdir())) == 1  # (verified when read: a torn entry is rebuilt)
+    assert synced == [] and len(files.entries(cache)) == 1  # (verified when read: a torn entry is rebuilt)
 
 
 FILL = r"""
@@ -172,6 +172,6 @@ def test_enum_args_read_back_as_enums_in_a_fresh_process(tmp_path, cache):
     import sys
     src = tmp_path / "src.c"
     subprocess.run([sys.executable, "-c", FILL, str(src)], check=True)
-    assert len(list(cache.iterdir())) == 1
+    assert len(files.entries(cache)) == 1
     out = subprocess.run([sys.executable, "-c", READ, str(src)], capture_output=True, text=True)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]

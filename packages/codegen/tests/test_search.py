@@ -35,7 +35,7 @@ def test_beam_finds_the_fastest_and_caches_it(cache):
     best = beam_search(ast, CRenderer(), model_time, width=3, device_key="model")
     assert best == [Opt(OptOps.UPCAST, 1, 4)]
     assert search_mod.timed > before + 10
-    (entry,) = cache.iterdir()
+    (entry,) = files.entries(cache)
     assert json.loads(files.read_entry(entry, entry.name).payload)["opts"] == [["UPCAST", 1, 4]]
     # the second search reads the cache: nothing is timed, the answer is the same
     before = search_mod.timed
@@ -75,7 +75,7 @@ def test_program_cache_across_calls(cache, monkeypatch):
     ast = matmul_ast(8, 16, 32)
     first = cached_program(ast, CRenderer())
     assert first.src == to_program(ast, CRenderer()).src
-    (entry,) = (cache.parent / "program").iterdir()
+    (entry,) = files.entries(cache.parent / "program")
     monkeypatch.setattr(cache_mod, "to_program", lambda *a: pytest.fail("rebuilt a cached program"))
     again = cached_program(ast, CRenderer())
     assert again.src == first.src and again.uops == first.uops and again.applied_opts == first.applied_opts

@@ -99,7 +99,7 @@ def test_entries_are_written_atomically_with_no_temp_files_left(cache_dir):
     comp = EchoCompiler()
     for i in range(5):
         comp.compile_cached(f"src {i}")
-    names = sorted(p.name for p in (cache_dir / "compile").iterdir())
+    names = sorted(p.name for p in files.entries(cache_dir / "compile"))
     assert len(names) == 5 and not any(n.startswith(".tmp-") for n in names)
 
 
@@ -237,7 +237,7 @@ def test_a_keyed_source_is_found_by_its_key_without_rendering(cache_dir):
     assert fresh.cached_library("prog-1") == b"cba"
     assert fresh.compile_cached(again, "prog-1") == b"cba" and fresh.runs == 0 and again.calls == 0
     assert fresh.cached_library("prog-2") is None  # another key: nothing filed
-    names = sorted(p.name for p in (cache_dir / "compile").iterdir())
+    names = sorted(p.name for p in files.entries(cache_dir / "compile"))
     assert names == [comp.src_key_entry("prog-1")] and names[0].startswith("key-")  # filed under the key alone
 
 

@@ -1,11 +1,13 @@
 """ember.uops.files: private cache folders, atomic writes, verified cache entries, the LRU size bound."""
 
+import json
 import os
 import pickle
 import shutil
 import stat
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -170,7 +172,7 @@ def test_a_durable_write_is_fsynced_a_cache_entry_need_not_be(tmp_path, monkeypa
     assert files.write_entry(tmp_path / "k1", "k1", b"payload", durable=durable)
     assert files.read_entry(tmp_path / "k1", "k1") == files.Entry({}, b"payload")
     assert len(synced) == (2 if durable else 0)  # the file and its folder
-    assert [p.name for p in tmp_path.iterdir()] == ["k1"]  # renamed into place: no temp left
+    assert [p.name for p in tmp_path.iterdir() if p.name != files.LEDGER] == ["k1"]  # renamed into place: no temp
 
 @pytest.mark.parametrize(("edit", "why"), [
     (lambda d: d[:-1] + bytes([d[-1] ^ 1]), "sha256"),  # an edited payload, header intact
@@ -225,6 +227,15 @@ def test_an_unwritable_entry_is_a_warning(tmp_path):
 
 
 # *** the size bound ***
+def as_a_new_process():
+    files._used.clear()
+    files._checked.clear()
+
+
+def entries_size(folder):
+    return sum(p.stat().st_size for p in folder.iterdir() if p.name != files.LEDGER)
+
+
 def test_the_cache_is_bounded_with_lru_eviction(tmp_path, monkeypatch):
     monkeypatch.setenv("EMBER_CACHE_MAX_SIZE", "3000")
     folder = tmp_path / "bounded"
@@ -234,11 +245,48 @@ def test_the_cache_is_bounded_with_lru_eviction(tmp_path, monkeypatch):
         os.utime(folder / f"e{i}", (1000 + i, 1000 + i))
     assert files.read_entry(folder / "e0", "e0") is not None  # used now: e1 is the least recently used
     files.write_entry(folder / "e3", "e3", b"x" * 800)
-    assert sorted(p.name for p in folder.iterdir()) == ["e0", "e2", "e3"]
-    assert files.folder_size(folder) <= 3000
+    assert sorted(p.name for p in folder.iterdir() if p.name != files.LEDGER) == ["e0", "e2", "e3"]
+    assert entries_size(folder) <= 3000 * 15 / 16  # (evicted below the bound: a walk per 1/16 of it written)
     # the most recent entry stays even when it alone is over the bound
     files.write_entry(folder / "big", "big", b"x" * 5000)
-    assert sorted(p.name for p in folder.iterdir()) == ["big"]
+    assert sorted(p.name for p in folder.iterdir() if p.name != files.LEDGER) == ["big"]
+
+
+def test_a_folder_is_walked_only_to_count_evict_or_sweep(cache_root, monkeypatch):
+    # a long-used cache folder holds ~10^5 entries: a walk to count them (~0.6 s) on each process's first write to it,
+    # and one to sweep temps on its first use, were a first step's to pay
+    monkeypatch.setenv("EMBER_CACHE_MAX_SIZE", "3000")
+    folder = cache_root / "walks"
+    folder.mkdir(parents=True, mode=0o700)
+    os.chmod(cache_root, 0o700)
+    for i in range(3):
+        (folder / f"old{i}").write_bytes(b"x" * 800)
+        os.utime(folder / f"old{i}", (1000 + i, 1000 + i))
+    stale = folder / f".key.{2 ** 22 + 4321}{files.TEMP_MARK}abc.tmp"
+    stale.write_bytes(b"half an entry")
+    walks, real_scandir = [], os.scandir
+
+    def counted_scandir(path):
+        if Path(path) == folder:
+            walks.append(path)
+        return real_scandir(path)
+    monkeypatch.setattr(files.os, "scandir", counted_scandir)
+    assert files.cache_folder("walks") == folder
+    assert walks == [] and stale.exists()  # a use that only reads makes no ledger
+    files.write_entry(folder / "a", "a", b"y" * 50)
+    assert len(walks) == 2 and not stale.exists()  # no ledger yet: counted once, swept once
+    assert files.cache_folder("walks") == folder
+    files.write_entry(folder / "b", "b", b"y" * 50)
+    assert len(walks) == 2  # the ledger counts the writes
+    as_a_new_process()  # its first use reads the ledger, a sweep is a day away
+    assert files.cache_folder("walks") == folder and len(walks) == 2
+    files.write_entry(folder / "c", "c", b"y" * 300)  # over the bound: one walk evicts
+    assert len(walks) == 3
+    assert sorted(p.name for p in folder.iterdir() if p.name != files.LEDGER) == ["a", "b", "c", "old1", "old2"]
+    assert json.loads((folder / files.LEDGER).read_bytes())["bytes"] == entries_size(folder) <= 3000 * 15 / 16
+    (folder / files.LEDGER).write_bytes(b"not a ledger")  # unreadable: counted and swept again
+    files.write_entry(folder / "d", "d", b"")
+    assert len(walks) == 5 and json.loads((folder / files.LEDGER).read_bytes())["bytes"] > 0
 
 
 @pytest.mark.parametrize(("raw", "value"), [("500", 500), ("2K", 2048), ("1.5M", 3 << 19), ("4G", 4 << 30),
@@ -254,14 +302,23 @@ def test_a_bad_max_size_names_the_variable(monkeypatch):
         settings.EMBER_CACHE_MAX_SIZE.value  # noqa: B018
 
 
-def test_a_cache_folder_loses_the_temps_of_killed_writers_on_first_use(cache_root):
+def test_a_cache_folder_loses_the_temps_of_killed_writers_once_a_day(cache_root):
     folder = cache_root / "sweep"
     folder.mkdir(parents=True, mode=0o700)
     os.chmod(cache_root, 0o700)
     stale = folder / f".key.{2 ** 22 + 4321}{files.TEMP_MARK}abc.tmp"  # a pid no process has
     stale.write_bytes(b"half an entry")
     assert files.cache_folder("sweep") == folder
+    files.write_entry(folder / "k", "k", b"x")  # the first write: no ledger yet, the folder counted and swept
     assert not stale.exists()
+    stale.write_bytes(b"half an entry")
+    as_a_new_process()  # another process's first use, the same day
+    assert files.cache_folder("sweep") == folder and stale.exists()
+    ledger = json.loads((folder / files.LEDGER).read_bytes())
+    ledger["swept"] -= files.SWEEP_EVERY_S + 1
+    (folder / files.LEDGER).write_text(json.dumps(ledger))
+    as_a_new_process()  # a day later
+    assert files.cache_folder("sweep") == folder and not stale.exists()
 
 
 def test_source_fingerprint_follows_the_label_and_every_source_file(tmp_path):

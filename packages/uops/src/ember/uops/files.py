@@ -12,8 +12,11 @@
   a warning, is deleted, and reads as None (the caller rebuilds it).
 - `source_fingerprint(label, *folders)`: the hash of a label and the Python sources of folders, a part of a cache's
   keys so that edited code never reads what older code wrote.
-- Bounded: after a write, a cache folder larger than `EMBER_CACHE_MAX_SIZE` loses its least recently used entries (a
-  read refreshes an entry's modification time).
+- Bounded: a cache folder larger than `EMBER_CACHE_MAX_SIZE` loses its least recently used entries (a read refreshes
+  an entry's modification time) down to 15/16 of the bound. Its bytes are kept in a ledger beside the entries
+  (`.ember-size`, updated under a lock by each write), so a folder is walked only to evict (once per 1/16 of the bound
+  written), to count it when the ledger is missing, and once a day to remove the temps of killed writers: a long-used
+  cache holds ~10^5 entries, ~0.6 s to count, which every process's first step paid when each counted it.
 
     folder = cache_folder("compile")              # None: no cache (CACHE=0 is the caller's business)
     write_entry(folder / key, key, lib, {"kind": "library"})
@@ -30,6 +33,7 @@ import shutil
 import stat
 import tempfile
 import threading
+import time
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -37,6 +41,11 @@ from pathlib import Path
 from typing import IO, Any
 
 from ember.uops import settings
+
+try:
+    import fcntl
+except ImportError:  # (no advisory locks: the ledger is updated unlocked)
+    fcntl = None  # type: ignore[assignment]
 
 TEMP_MARK = ".ember-tmp-"  # in the name of every temp this module makes: what remove_stale_temps looks for
 ENTRY_MAGIC = b"EMBER-CACHE-ENTRY 1\n"
@@ -81,7 +90,7 @@ def make_private_folder(path: str | os.PathLike[str]) -> Path:
 
 _warned: set[str] = set()
 _warned_lock = threading.Lock()
-_swept: set[Path] = set()  # cache folders this process has removed stale temps from
+_used: set[Path] = set()  # cache folders this process has used
 # cache_folder's folders (and their roots) once made and checked, by the setting and name that gave them: a later call
 # checks the two again (the same checks, from one stat each) instead of walking and making the path
 _checked: dict[tuple[str, str, str | None], tuple[Path, Path]] = {}
@@ -118,10 +127,10 @@ def cache_folder(name: str) -> Path | None:
         return None
     _checked[key] = (root, folder)
     with _warned_lock:
-        first_use = folder not in _swept
-        _swept.add(folder)
-    if first_use:  # once per process: the temps of writes whose process was killed
-        remove_stale_temps(folder)
+        first_use = folder not in _used
+        _used.add(folder)
+    if first_use:  # once per process: the ledger read, the daily sweep of killed writers' temps
+        _account(folder, 0)
     return folder
 
 
@@ -372,8 +381,9 @@ def write_entry(path: str | os.PathLike[str], key: str, payload: bytes, meta: di
 
 
 # *** the size bound ***
-_sizes: dict[Path, int] = {}  # a folder's bytes as this process last counted them plus what it wrote since
-_sizes_lock = threading.Lock()
+LEDGER = ".ember-size"  # in each cache folder: {"bytes": what its entries take, "swept": when its temps were swept}
+SWEEP_EVERY_S = 24 * 3600.0
+_TRIM_TO = 15 / 16  # an eviction goes down to this share of the bound: a full folder is walked once per 1/16 written
 
 
 def source_fingerprint(label: str, *folders: Path) -> str:
@@ -397,42 +407,88 @@ def folder_size(folder: Path) -> int:
 
 
 def _account(folder: Path, written: int) -> None:
+    """Add `written` bytes (0: a first use) to the ledger of `folder`, under its lock (processes share the folder); walk
+    the folder when the ledger is missing or unreadable at a write (count it), when the bytes go over the bound (evict)
+    and when the last sweep of dead writers' temps is a day old. The ledger can only run high (an entry rewritten, one
+    deleted as corrupt): each eviction sets it to what it counted."""
     cap = settings.EMBER_CACHE_MAX_SIZE.value
-    with _sizes_lock:
-        size = _sizes[folder] = (_sizes[folder] + written) if folder in _sizes else folder_size(folder)
-    if size > cap:
-        evict(folder, cap)
+    try:  # (a first use that reads only makes no ledger: the first write counts the folder)
+        fd = os.open(folder / LEDGER, os.O_RDWR | (os.O_CREAT if written else 0), 0o600)
+    except OSError:
+        return  # (no ledger yet, or a folder that cannot be written: the entry's own write warned)
+    try:
+        if fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            state = json.loads(os.pread(fd, 256, 0))
+            size, swept = int(state["bytes"]), float(state["swept"])
+        except (ValueError, KeyError, TypeError):
+            size, swept = None, 0.0
+        now = time.time()
+        if now - swept > SWEEP_EVERY_S:
+            remove_stale_temps(folder)
+            swept = now
+        if size is None or size + written > cap:
+            size, _ = _trim(folder, cap, int(cap * _TRIM_TO))
+        elif written == 0 and swept != now:
+            return  # nothing to record
+        else:
+            size += written
+        data = json.dumps({"bytes": size, "swept": swept}).encode()
+        os.pwrite(fd, data.ljust(64), 0)  # (padded: a shorter record than the last leaves no tail)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)  # (and the lock with it)
 
 
-def evict(folder: str | os.PathLike[str], max_bytes: int) -> list[Path]:
-    """Delete the least recently used entries of `folder` (oldest modification time first) until its files take at
-    most `max_bytes` (the most recently used entry is kept even when it alone is larger). Returns the deleted
-    paths."""
-    folder = Path(folder)
+def _trim(folder: Path, max_bytes: int, to_bytes: int) -> tuple[int, list[Path]]:
+    """One walk over `folder`: the bytes of its entries, and when they are over `max_bytes`, the least recently used
+    entries (oldest modification time first) deleted until at most `to_bytes` are left; the most recently used entry
+    is kept even when it alone is larger. Returns the bytes left and the deleted paths."""
     files: list[tuple[float, int, Path]] = []
     with contextlib.suppress(FileNotFoundError):
         for e in os.scandir(folder):
-            if e.name.startswith(".") and TEMP_MARK in e.name:
-                continue  # a write in flight
+            if e.name == LEDGER or (e.name.startswith(".") and TEMP_MARK in e.name):
+                continue  # the ledger, a write in flight
             with contextlib.suppress(OSError):
                 if e.is_file(follow_symlinks=False):
                     st = e.stat(follow_symlinks=False)
                     files.append((st.st_mtime, st.st_size, Path(e.path)))
-    files.sort()
     total = sum(size for _, size, _ in files)
     deleted: list[Path] = []
+    if total <= max_bytes:
+        return total, deleted
+    files.sort()
     for _, size, path in files[:-1]:
-        if total <= max_bytes:
+        if total <= to_bytes:
             break
         path.unlink(missing_ok=True)
         total -= size
         deleted.append(path)
-    with _sizes_lock:
-        _sizes[folder] = total
+    return total, deleted
+
+
+def entries(folder: str | os.PathLike[str]) -> list[Path]:
+    """The entries of a cache folder, by name: its files but the ledger and the temps of writes."""
+    with contextlib.suppress(FileNotFoundError):
+        return sorted(Path(e.path) for e in os.scandir(folder) if e.is_file(follow_symlinks=False)
+                      and e.name != LEDGER and not (e.name.startswith(".") and TEMP_MARK in e.name))
+    return []
+
+
+def evict(folder: str | os.PathLike[str], max_bytes: int) -> list[Path]:
+    """Delete the least recently used entries of `folder` (oldest modification time first) until its files take at
+    most `max_bytes` (the most recently used entry is kept even when it alone is larger). Returns the deleted paths;
+    the folder's ledger is counted again at its next write."""
+    folder = Path(folder)
+    _, deleted = _trim(folder, max_bytes, max_bytes)
+    with contextlib.suppress(OSError):
+        (folder / LEDGER).unlink()
     return deleted
 
 
 __all__ = ["TEMP_MARK", "ENTRY_MAGIC", "UnsafeFolderError", "make_private_folder", "cache_folder", "atomic_open",
            "atomic_write", "atomic_folder", "make_temp", "replace_atomic", "remove_stale_temps", "Entry",
            "encode_entry", "decode_entry", "read_entry", "write_entry", "source_fingerprint", "folder_size",
-           "evict"]
+           "entries", "evict", "LEDGER", "SWEEP_EVERY_S"]
