@@ -33,17 +33,21 @@ class ParamGroup:
         self.sharded = multi and any(a is not None for a in self.axes)
         self.zero = zero and multi and not self.sharded
         self.flat = share_storage(params, multiple=self.ndev if self.zero else 1)
-        self.flat_grad = self.flat.zeros_like().contiguous().realize()
-        self.grad_views = storage_views(self.flat_grad, [p.shape for p in params], self.axes)
+        self.flat_grad = self.flat.zeros_like().contiguous()  # realized by the optimizer with its other buffers
+        self.grad_views: list[Tensor] = []  # views of the realized flat_grad (`bind_grads`)
+
+    def bind_grads(self) -> None:
+        self.grad_views = storage_views(self.flat_grad, [p.shape for p in self.params], self.axes)
 
     @property
     def device(self) -> Any:
         return self.flat.device
 
     def state_like(self, dtype: DType = dtypes.float32) -> Tensor:
-        """A realized zero state buffer for this group: the flat's layout, or split over the devices under ZeRO."""
+        """A zero state buffer for this group: the flat's layout, or split over the devices under ZeRO. Not realized:
+        an optimizer realizes its state in one `Tensor.realize_all` (one schedule, its kernels compiled together)."""
         zeros = self.flat.zeros_like(dtype=dtype)
-        return (zeros.shard(self.device, 0) if self.zero else zeros).contiguous().realize()
+        return (zeros.shard(self.device, 0) if self.zero else zeros).contiguous()
 
     # host layouts for checkpoints: a state's whole flat (`.numpy()` of it) <-> one array per parameter
     def _places(self) -> list[tuple[int, int, tuple[int, ...]]]:
@@ -103,7 +107,12 @@ class Optimizer:
                 by_kind.setdefault((p.device, p.dtype, sharded), []).append(p)
             self.groups += [ParamGroup(g, wd, zero) for g in by_kind.values() if sum(p.numel() for p in g) > 0]
         devices = sorted({g.device for g in self.groups})
-        self._lr = {d: Tensor.full((1,), lr, dtypes.float32, d).contiguous().realize() for d in devices}
+        self._lr = {d: Tensor.full((1,), lr, dtypes.float32, d).contiguous() for d in devices}
+        # realized together, as each optimizer's state after this (one realize each was a schedule and a C compile
+        # each, one after another: ~0.3 s of a cold AdamW)
+        Tensor.realize_all(*[g.flat_grad for g in self.groups], *self._lr.values())
+        for g in self.groups:
+            g.bind_grads()
         self._lr_value = lr
         self.step_count = 0
 
@@ -274,6 +283,7 @@ class SGD(Optimizer):
             raise ValueError("SGD: nesterov needs momentum > 0")
         self.momentum, self.nesterov = momentum, nesterov
         self.bufs = [g.state_like(g.flat.dtype) for g in self.groups] if momentum else []
+        Tensor.realize_all(*self.bufs)
 
     def _state(self) -> dict[str, Tensor]:
         return {f"momentum.{i}": b for i, b in enumerate(self.bufs)}
@@ -314,10 +324,11 @@ class AdamW(Optimizer):
         self.l2 = 0.0  # Adam's weight_decay: added to the gradient (L2), not decoupled
         self.m = [g.state_like() for g in self.groups]
         self.v = [g.state_like() for g in self.groups]
-        self.master = [(g.flat.float().shard(g.device, 0) if g.zero else g.flat.float()).contiguous().realize()
+        self.master = [(g.flat.float().shard(g.device, 0) if g.zero else g.flat.float()).contiguous()
                        if master_weights and g.flat.dtype != dtypes.float32 else None for g in self.groups]
         # b1^t and b2^t, on each device: the bias corrections advance inside the step's kernels
-        self.betas_pow = {d: Tensor([1.0, 1.0], device=d).contiguous().realize() for d in self._lr}
+        self.betas_pow = {d: Tensor([1.0, 1.0], device=d).contiguous() for d in self._lr}
+        Tensor.realize_all(*self._state().values())
         self.grad_norm: Tensor | None = None
 
     def _state(self) -> dict[str, Tensor]:
