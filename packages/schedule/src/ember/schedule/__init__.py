@@ -1,7 +1,7 @@
 """ember.schedule: a tensor UOp graph becomes a dependency-ordered list of kernels (rangeify, kernel split, memory
 planning)."""
 
-__version__ = "0.8.5"
+__version__ = "0.8.6"
 
 from collections.abc import Callable  # noqa: E402
 from dataclasses import dataclass, field  # noqa: E402
