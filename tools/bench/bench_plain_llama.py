@@ -5,6 +5,7 @@ the same code in PyTorch eager and torch.compile, CPU, same thread count, same w
     python tools/bench/bench_plain_llama.py --seq 1024 --batch 1 --no-compile
     python tools/bench/bench_plain_llama.py --load                  # also under load (busy.py): slowdowns
     python tools/bench/bench_plain_llama.py --reps 3 --trainer      # 3 alternating processes each; the trainer's step
+    python tools/bench/bench_plain_llama.py --cold --reps 3         # every process with empty compile caches
 
 "Plain" means what the trainer's model (ember.mlperf_llama.model) avoids by hand: rotate-half RoPE built with `cat`
 of the halves, key/value heads repeated by `expand` + `reshape` before attention, `embedding`, mean cross-entropy,
@@ -17,6 +18,11 @@ libgomp would otherwise run Ember's kernels too). Every process builds the same 
 1e-3; then it times `--steps` steps after two warm-up steps (Ember's jit runs the first call eagerly and captures
 on the second) and reports the median. `--load` repeats the timed steps under `busy_machine()` (a spinning process
 per core) and reports each framework's slowdown.
+
+The first step (the model built, its weights loaded, the first training step) is the first process's: by default
+against the caches a user has (Ember's `EMBER_CACHE_DIR`, Inductor's), so it depends on what earlier runs left there;
+`--cold` gives every process empty ones (a fresh `EMBER_CACHE_DIR` and `TORCHINDUCTOR_CACHE_DIR`): the first run of
+a program nobody compiled before.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Any
 
@@ -304,6 +311,8 @@ def main() -> None:
                         help="processes per framework, alternating (the medians are over all their steps)")
     parser.add_argument("--trainer", action="store_true",
                         help="also the trainer's own step (ember.mlperf_llama, tiny preset) on the same sizes")
+    parser.add_argument("--cold", action="store_true",
+                        help="every process with empty compile caches (Ember's and Inductor's): a cold first step")
     parser.add_argument("--child", choices=["ember", "trainer", "eager", "compile"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.threads = args.threads or os.cpu_count() or 1
@@ -318,20 +327,26 @@ def main() -> None:
     results: dict[str, dict[str, Any]] = {}
     for _ in range(args.reps):  # processes alternate, so a burst of other work on the machine hits every framework
         for kind in kinds:
-            out = subprocess.run([sys.executable, __file__, *passed, "--child", kind, "--threads", str(args.threads)],
-                                 capture_output=True, text=True)
+            with tempfile.TemporaryDirectory(prefix="bench-plain-") as fresh:
+                env = {**os.environ, "EMBER_CACHE_DIR": os.path.join(fresh, "ember"),
+                       "TORCHINDUCTOR_CACHE_DIR": os.path.join(fresh, "inductor")} if args.cold else None
+                out = subprocess.run([sys.executable, __file__, *passed, "--child", kind, "--threads",
+                                      str(args.threads)], capture_output=True, text=True, env=env)
             if out.returncode != 0:
                 raise RuntimeError(f"{kind}: exit code {out.returncode}\n{out.stderr[-4000:]}")
             got = json.loads(out.stdout.strip().splitlines()[-1])
+            got["firsts"] = [got["first_s"]]
             if kind not in results:
                 results[kind] = got
                 continue
-            for key in ("unloaded", "loaded"):  # the step times pool; first steps and peaks: the first process's
+            for key in ("unloaded", "loaded", "firsts"):  # times pool (peaks: the first process's)
                 results[kind][key] += got[key]
     tokens = args.batch * args.seq
     print(f"# preset {args.preset} layers {args.layers or 'preset'}, batch {args.batch} x seq {args.seq}, "
           f"{args.threads} threads; median of {args.reps} processes x {args.steps} timed steps per framework, "
           f"processes alternating; load average {os.getloadavg()[0]:.2f} at the end")
+    print("# first step: " + ("the median over the processes, each with empty compile caches (--cold)" if args.cold
+                              else "the first process's, against the caches as it found them"))
     checked = [k for k in kinds if k != "trainer"]  # (the trainer's model has its own init)
     for kind in checked:
         print(f"# losses {names[kind]:13s} " + " ".join(f"{x:.6f}" for x in results[kind]["losses"]))
@@ -347,7 +362,8 @@ def main() -> None:
     for kind in kinds:
         r = results[kind]
         med = statistics.median(r["unloaded"])
-        row = (f"| {names[kind]} | {tokens / med:.0f} | {med * 1e3:.0f} | {med / ember_step:.2f}x | {r['first_s']:.2f} "
+        first = statistics.median(r["firsts"]) if args.cold else r["first_s"]
+        row = (f"| {names[kind]} | {tokens / med:.0f} | {med * 1e3:.0f} | {med / ember_step:.2f}x | {first:.2f} "
                f"| {r['second_s']:.2f} | {r['peak_mb']:.0f} |")
         if args.load:
             loaded = statistics.median(r["loaded"])
