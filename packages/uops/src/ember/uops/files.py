@@ -435,11 +435,17 @@ def _account(folder: Path, written: int) -> None:
         else:
             size += written
         data = json.dumps({"bytes": size, "swept": swept}).encode()
-        os.pwrite(fd, data.ljust(64), 0)  # (padded: a shorter record than the last leaves no tail)
+        os.pwrite(fd, data, 0)
+        os.ftruncate(fd, len(data))  # (a shorter record than the last leaves no tail)
     except OSError:
         pass
     finally:
         os.close(fd)  # (and the lock with it)
+
+
+def _is_entry(name: str) -> bool:
+    """Whether a file of a cache folder is an entry: not its ledger, not the temp of a write in flight."""
+    return name != LEDGER and not (name.startswith(".") and TEMP_MARK in name)
 
 
 def _trim(folder: Path, max_bytes: int, to_bytes: int) -> tuple[int, list[Path]]:
@@ -449,8 +455,8 @@ def _trim(folder: Path, max_bytes: int, to_bytes: int) -> tuple[int, list[Path]]
     files: list[tuple[float, int, Path]] = []
     with contextlib.suppress(FileNotFoundError):
         for e in os.scandir(folder):
-            if e.name == LEDGER or (e.name.startswith(".") and TEMP_MARK in e.name):
-                continue  # the ledger, a write in flight
+            if not _is_entry(e.name):
+                continue
             with contextlib.suppress(OSError):
                 if e.is_file(follow_symlinks=False):
                     st = e.stat(follow_symlinks=False)
@@ -472,8 +478,8 @@ def _trim(folder: Path, max_bytes: int, to_bytes: int) -> tuple[int, list[Path]]
 def entries(folder: str | os.PathLike[str]) -> list[Path]:
     """The entries of a cache folder, by name: its files but the ledger and the temps of writes."""
     with contextlib.suppress(FileNotFoundError):
-        return sorted(Path(e.path) for e in os.scandir(folder) if e.is_file(follow_symlinks=False)
-                      and e.name != LEDGER and not (e.name.startswith(".") and TEMP_MARK in e.name))
+        return sorted(Path(e.path) for e in os.scandir(folder)
+                      if e.is_file(follow_symlinks=False) and _is_entry(e.name))
     return []
 
 
