@@ -138,9 +138,10 @@ def test_an_unsafe_cache_folder_builds_without_the_cache(cache_dir):
 def test_a_warm_engine_renders_no_source_and_compiles_nothing(cache_dir, monkeypatch):
     from ember.runtime.cpu import CPUCompiler
 
-    renders: list[str] = []
-    render = CRenderer.render
-    monkeypatch.setattr(CRenderer, "render", lambda self, name, uops: renders.append(name) or render(self, name, uops))
+    renders: list[int] = []
+    render_body = CRenderer.render_body
+    monkeypatch.setattr(CRenderer, "render_body",
+                        lambda self, uops: renders.append(len(uops)) or render_body(self, uops))
     x = np.arange(48, dtype=np.float32).reshape(6, 8) / 7
 
     def step() -> np.ndarray:

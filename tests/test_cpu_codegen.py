@@ -188,7 +188,31 @@ def test_kernel_sources_concatenate_into_one_batch(tmp_path, monkeypatch):
         f.write(lib)
         f.flush()
         library = ctypes.CDLL(f.name)
-        assert all(hasattr(library, name) for name in specs)
+        assert all(hasattr(library, spec.function) for spec in specs.values())
+
+
+def test_kernels_of_one_shape_share_a_batch(tmp_path, monkeypatch):
+    # an optimizer's updates: kernels of one shape (one display name), other math. Each function has a name of its own
+    # (CRenderer.render_program), so they compile together (one batch per compile worker), not one batch each.
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("CODEGEN_WORKERS", "0")
+    from ember.runtime.cpu import CPUCompiler
+
+    v = np.linspace(-2, 2, 29 * 43, dtype=np.float32).reshape(29, 43)
+    x = Tensor(v)
+    outs = [(x * 1.0390625).exp(), (x + 2.5).sqrt(), x * x - 1.5, x.relu() * 3.75, x.neg().exp2() + x]
+    eng = engine.Engine()
+    specs = [engine.codegen(it.ast, "CPU") for it in schedule(UOp.sink(*(o.uop for o in outs))).items]
+    assert len(specs) == 5 and len({s.name for s in specs}) == 1 and len({s.function for s in specs}) == 5
+    before = CPUCompiler.invocations
+    try:
+        becomes = eng.realize_uops([o.uop for o in outs], frozenset())
+    finally:
+        eng.close()
+    assert CPUCompiler.invocations - before < 5  # (before: 5, a batch may not hold one name twice)
+    want = [np.exp(v * 1.0390625), np.sqrt(v + 2.5), v * v - 1.5, np.maximum(v, 0) * 3.75, np.exp2(-v) + v]
+    for o, w in zip(outs, want):
+        np.testing.assert_allclose(engine.copyout(becomes[o.uop]), w, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("workers", ["0", "1"])

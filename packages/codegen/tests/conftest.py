@@ -20,12 +20,13 @@ def run_c(tmp_path):
     """Compile a ProgramSpec's C with the system compiler and run it on numpy arrays (slot order)."""
 
     def run(prg, *arrays, vals=()):
-        src = tmp_path / f"{prg.name}.c"
-        lib = tmp_path / f"{prg.name}.so"
+        # (named by the function: a second program of one name in a test must not reach the first one's loaded library)
+        src = tmp_path / f"{prg.function}.c"
+        lib = tmp_path / f"{prg.function}.so"
         src.write_text(prg.src)
         subprocess.run(["cc", "-O2", "-march=native", *_host_flags(), "-fPIC", "-shared", "-fopenmp", str(src), "-o",
                         str(lib), "-lm"], check=True, capture_output=True)
-        fn = getattr(ctypes.CDLL(str(lib)), prg.name)
+        fn = getattr(ctypes.CDLL(str(lib)), prg.function)
         fn(*(a.ctypes.data_as(ctypes.c_void_p) for a in arrays), *(ctypes.c_longlong(v) for v in vals))
         return arrays
 

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from ember.codegen import CRenderer, CUDARenderer, ProgramSpec, cached_program, load_program
+from ember.codegen import CRenderer, CUDARenderer, ProgramSpec, cached_program, load_program, to_program
 from ember.codegen import cache as cache_mod
 from ember.uops import AxisType, Ops, UOp, dtypes, files
 
@@ -28,11 +28,12 @@ def cache(tmp_path, monkeypatch):
 
 @pytest.fixture
 def renders(monkeypatch):
-    """The names of the programs CRenderer renders."""
-    names: list[str] = []
-    render = CRenderer.render
-    monkeypatch.setattr(CRenderer, "render", lambda self, name, uops: names.append(name) or render(self, name, uops))
-    return names
+    """The programs CRenderer renders (the length of each)."""
+    renders: list[int] = []
+    render_body = CRenderer.render_body
+    monkeypatch.setattr(CRenderer, "render_body",
+                        lambda self, uops: renders.append(len(uops)) or render_body(self, uops))
+    return renders
 
 
 def test_a_program_read_back_renders_only_when_its_source_is_read(renders, monkeypatch):
@@ -68,6 +69,33 @@ def test_a_rebuilt_entry_with_other_contents_names_another_source(cache):
     files.write_entry(entry, entry.name, payload.replace(b'"name":"', b'"name":"x'))  # (verified, decodes)
     other = load_program(ast, CRenderer())
     assert other.name == "x" + built.name and other.src_key != built.src_key
+
+
+def test_kernels_of_one_name_have_functions_of_their_own():
+    # the CPU compiles a batch of kernels into one library: two kernels of one shape (one display name) must not
+    # define one function twice there. The function is named by the source, so it is the same in every process.
+    a, b = (cached_program(elementwise_ast(64, c), CRenderer()) for c in (0.5, 0.25))
+    assert a.name == b.name and a.function != b.function
+    assert all(p.function.startswith(p.name + "_") and p.src.count(f"void {p.function}(") == 1 for p in (a, b))
+    assert to_program(elementwise_ast(64, 0.5), CRenderer()).function == a.function
+    loaded = load_program(elementwise_ast(64, 0.5), CRenderer())  # (its source rendered from the stored program)
+    assert loaded.function == a.function and loaded.src == a.src
+    cuda = to_program(elementwise_ast(64, 0.5), CUDARenderer("sm_80"))
+    assert cuda.function == cuda.name  # (a target that names no function apart)
+
+
+def test_an_entry_whose_function_is_no_identifier_is_rebuilt(cache):
+    # the function is rendered into the source: an entry's must be an identifier, nothing the C compiler would read
+    # as more code
+    ast = elementwise_ast(32, 6.0)
+    built = cached_program(ast, CRenderer())
+    (entry,) = files.entries(cache)
+    payload = files.read_entry(entry, entry.name).payload
+    files.write_entry(entry, entry.name, payload.replace(f'"function":"{built.function}"'.encode(),
+                                                         b'"function":"f(void){} void g"'))
+    with pytest.warns(UserWarning, match="is not an identifier"):
+        assert load_program(ast, CRenderer()) is None
+    assert cached_program(ast, CRenderer()).src == built.src
 
 
 def test_no_src_key_without_the_cache(monkeypatch):
@@ -160,7 +188,7 @@ red, noop = spec.uops[-2:]
 assert type(red.arg) is Ops and red.arg is Ops.ADD, repr(red.arg)
 assert type(noop.arg[0]) is Ops and noop.arg == (Ops.MAX, AxisType.LOOP, 1), repr(noop.arg)
 assert any(type(u.arg) is tuple and AxisType.REDUCE in u.arg for u in spec.uops)
-assert CRenderer().render(spec.name, spec.uops[:-2]) == Path(sys.argv[1]).read_text()  # (the kernel renders as built)
+assert CRenderer().render(spec.function, spec.uops[:-2]) == Path(sys.argv[1]).read_text()  # (renders as built)
 print("ok")
 """
 

@@ -238,7 +238,7 @@ def test_rendered_matvec_on_cpu_and_python(rng, opts):
         dev = Device[device]
         spec = to_program(matvec_ast(n, m), dev.renderer, opts)
         out = Buffer(device, n, dtypes.float32)
-        prg = dev.runtime(spec.name, dev.compiler.compile_cached(spec.src))
+        prg = dev.runtime(spec.function, dev.compiler.compile_cached(spec.src))
         prg(out, Buffer(device, n * m, dtypes.float32).copyin(a), Buffer(device, m, dtypes.float32).copyin(b),
             global_size=spec.global_size, local_size=spec.local_size)
         results[device] = out.numpy()

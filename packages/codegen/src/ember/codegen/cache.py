@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import re
 import warnings
 from collections.abc import Callable, Mapping
 from enum import Enum
@@ -35,8 +36,10 @@ from ember.uops import DType, UOp, files, render, settings
 from ember.uops.table import ENUMS, decode_dtype, encode_dtype, from_table, to_table
 
 # the layout of a program entry's JSON; a change makes older entries miss (it is in the key). 3: ember.uops.table's
-# rows (an IntEnum arg, as an Ops, stored by name: format 2 stored its number, which read back as a plain int)
-PROGRAM_FORMAT = 3
+# rows (an IntEnum arg, as an Ops, stored by name: format 2 stored its number, which read back as a plain int); 4: the
+# program's function name beside its display name
+PROGRAM_FORMAT = 4
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a name and a function are identifiers (rendered into source)
 
 
 @functools.cache
@@ -65,7 +68,8 @@ def program_to_json(spec: ProgramSpec) -> bytes:
     table, program = to_table(spec.uops, _ENUMS, dts)
     var_rows, variables = to_table(spec.vars, _ENUMS, dts)
     e = spec.estimates
-    head = {"format": PROGRAM_FORMAT, "name": spec.name, "var_rows": var_rows, "vars": variables,
+    head = {"format": PROGRAM_FORMAT, "name": spec.name, "function": spec.function, "var_rows": var_rows,
+            "vars": variables,
             "bufs": [[b.slot, dts.setdefault(b.dtype, len(dts)), b.size, b.written] for b in spec.bufs],
             "global_size": list(spec.global_size),
             "local_size": None if spec.local_size is None else list(spec.local_size),
@@ -94,9 +98,9 @@ def _decode_program(data: bytes, render: Callable[[str, tuple[UOp, ...]], str],
             raise ValueError(f"format {head['format']!r}, expected {PROGRAM_FORMAT}")
         dts = [decode_dtype(x) for x in head["dtypes"]]
         var_nodes = from_table(head["var_rows"], _ENUMS, dts)
-        name = head["name"]
-        if not isinstance(name, str):
-            raise ValueError("the name is not a string")
+        name, function = head["name"], head["function"]
+        if not all(isinstance(x, str) and _IDENTIFIER.fullmatch(x) for x in (name, function)):
+            raise ValueError(f"the name {name!r} or the function {function!r} is not an identifier")
         bufs = tuple(BufferArg(int(slot), dts[_index(dt)], int(size), bool(written))
                      for slot, dt, size, written in head["bufs"])
         local = head["local_size"]
@@ -105,7 +109,8 @@ def _decode_program(data: bytes, render: Callable[[str, tuple[UOp, ...]], str],
             vars=tuple(var_nodes[i] for i in head["vars"]), global_size=tuple(int(x) for x in head["global_size"]),
             local_size=None if local is None else tuple(int(x) for x in local),
             estimates=Estimates(*(int(x) for x in head["estimates"])),
-            applied_opts=tuple(Opt(OptOps[op], int(axis), int(amount)) for op, axis, amount in head["opts"]))
+            applied_opts=tuple(Opt(OptOps[op], int(axis), int(amount)) for op, axis, amount in head["opts"]),
+            function=function)
     except Exception as e:  # noqa: BLE001 - whatever the data makes our constructors raise: not a program
         raise ValueError(f"not a program ({type(e).__name__}: {e})") from None
 

@@ -10,6 +10,7 @@ OpenMP for THREAD loops, bfloat16 as bits, and the helpers it calls, each guarde
 
 from __future__ import annotations
 
+import hashlib
 import math
 import struct
 from collections.abc import Callable
@@ -210,6 +211,11 @@ class CStyleLanguage(Renderer):
         return f"void {name}({', '.join(bufs + variables)}) {{\n" + "\n".join(body) + "\n}\n"
 
     def render(self, name: str, uops: tuple[UOp, ...]) -> str:
+        body, ctx = self.render_body(uops)
+        return self.render_kernel(name, body, uops, ctx)
+
+    def render_body(self, uops: tuple[UOp, ...]) -> tuple[list[str], RenderContext]:
+        """The lines of the function body, and the context that named the values."""
         ctx = RenderContext(self, uops)
         names, rewrite, fixed_names, statements = ctx.names, self.string_rewrite.rewrite, self.fixed_names, \
             self.statements
@@ -237,7 +243,7 @@ class CStyleLanguage(Renderer):
                 names[u] = text
             if op is Ops.RANGE:
                 indent += "  "
-        return self.render_kernel(name, body, uops, ctx)
+        return body, ctx
 
 
 # *** the CPU: GCC vector extensions, OpenMP, bfloat16 as bits, guarded helpers ***
@@ -265,6 +271,9 @@ static inline unsigned short emb_f32_to_bf16(float f) { unsigned int u; __builti
   return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); }  /* round to nearest even */
 #endif
 """
+
+
+FUNCTION_DIGEST = 10  # hex digits of the source's sha256 in a CPU kernel's function name (CRenderer.render_program)
 
 
 def guarded(key: str, text: str) -> str:
@@ -437,3 +446,13 @@ class CRenderer(CStyleLanguage):
         declared: set[str] = set()
         typedefs = "".join(self.vector_helpers(dt, declared) for dt in vectors)
         return _PRELUDE + typedefs + super().render_kernel(name, body, uops, ctx)
+
+    def render_program(self, name: str, uops: tuple[UOp, ...]) -> tuple[str, str]:
+        """The function is `name` and a digest of the source: the CPU compiler builds a batch of kernels into one
+        library, and kernels of one shape (one display name: the three E_327680_16 of an AdamW step) then share a
+        batch instead of waiting for a batch each. Equal programs get equal names (and one compile); two of one name
+        and digest in a batch fail it, which then compiles source by source."""
+        body, ctx = self.render_body(uops)
+        digest = hashlib.sha256(self.render_kernel(name, body, uops, ctx).encode()).hexdigest()[:FUNCTION_DIGEST]
+        function = f"{name}_{digest}"
+        return function, self.render_kernel(function, body, uops, ctx)

@@ -91,7 +91,7 @@ def to_program(ast: UOp, renderer: Renderer, opts: list[Opt] | None = None) -> P
     kept = {u.arg for u in uops if u.op is Ops.PARAM}
     uops = tuple(p for p in sorted({u for u in ast.toposort() if u.op is Ops.PARAM}, key=lambda p: p.arg)
                  if p.arg not in kept) + tuple(uops)
-    src = renderer.render(name, uops)
+    function, src = renderer.render_program(name, uops)
     if settings.DEBUG.value >= 4:
         print(src)
     written = {u.src[0].src[0] for u in uops if u.op is Ops.STORE and u.src[0].op is Ops.INDEX}
@@ -100,4 +100,4 @@ def to_program(ast: UOp, renderer: Renderer, opts: list[Opt] | None = None) -> P
     variables = tuple(sorted((u for u in uops if u.op is Ops.DEFINE_VAR), key=lambda v: v.arg[0]))
     global_size, local_size = launch_dims(uops) if renderer.has_local else ((1, 1, 1), None)
     return ProgramSpec(name, src, uops, bufs, variables, global_size, local_size, estimates=estimate(uops),
-                       applied_opts=tuple(opts))
+                       applied_opts=tuple(opts), function=function)

@@ -78,6 +78,9 @@ class BufferArg:
 class ProgramSpec:
     """A kernel ready to compile and launch.
 
+    `name` is what it is shown as (`r_64_32_4`: its kind and axis sizes), `function` the name of its function in
+    `src` (the name the runtime loads): `name`, or where the renderer names functions apart, a name of its own
+    (`Renderer.render_program`).
     `src_key`, when set, names the source whatever process renders it: programs of one `src_key` have one source
     (codegen's cache sets it on the programs it stores and reads; it is not compared, and `dataclasses.replace` drops
     it, so a program made with another source never carries it)."""
@@ -91,7 +94,12 @@ class ProgramSpec:
     local_size: tuple[int, ...] | None = None
     estimates: Estimates = field(default_factory=Estimates)
     applied_opts: tuple[Opt, ...] = ()
+    function: str = ""  # (empty: `name`)
     src_key: str | None = field(default=None, init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.function:
+            object.__setattr__(self, "function", self.name)
 
     @property
     def outs(self) -> tuple[int, ...]:
@@ -100,12 +108,12 @@ class ProgramSpec:
     @classmethod
     def read_later(cls, uops: Callable[[], tuple[UOp, ...]], render: Callable[[str, tuple[UOp, ...]], str],
                    src_key: str | None, name: str, bufs: tuple[BufferArg, ...], **fields: Any) -> ProgramSpec:
-        """The program whose `uops` are `uops()` and whose `src` is `render(name, uops)`, each made on its first read
-        (a program whose library is found by `src_key` needs neither). Reads from several threads may make one more
+        """The program whose `uops` are `uops()` and whose `src` is `render(function, uops)`, each made on its first
+        read (a program whose library is found by `src_key` needs neither). Reads from several threads may make one more
         than once: equal values."""
         spec = cls(name, "", (), bufs, **fields)
         later: dict[str, Callable[[ProgramSpec], Any]] = {"uops": lambda _: uops(),
-                                                          "src": lambda spec: render(spec.name, spec.uops)}
+                                                          "src": lambda spec: render(spec.function, spec.uops)}
         for attr in later:
             object.__delattr__(spec, attr)  # (until made, a read reaches __getattr__)
         object.__setattr__(spec, "_later", later)

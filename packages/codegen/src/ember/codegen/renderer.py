@@ -39,4 +39,11 @@ class Renderer:
         return self.max_vector * 4 if self.max_vector > 1 else 0
 
     def render(self, name: str, uops: tuple[UOp, ...]) -> str:
+        """The source of `uops` as a function called `name`."""
         raise NotImplementedError(f"{type(self).__name__}.render: this target renders no source")
+
+    def render_program(self, name: str, uops: tuple[UOp, ...]) -> tuple[str, str]:
+        """The function name and the source of the program `uops`, a kernel shown as `name`: here `name` itself. A
+        target whose compiler builds many programs into one library names each function apart (`CRenderer`: kernels
+        of one shape share a display name)."""
+        return name, self.render(name, uops)

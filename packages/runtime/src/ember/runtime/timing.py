@@ -25,7 +25,7 @@ def time_program(device: str, spec: ProgramSpec, runs: int = 3,
     if spec.vars:
         return float("inf")
     try:
-        prg = dev.runtime(spec.name, dev.compiler.compile_cached(spec.src))
+        prg = dev.runtime(spec.function, dev.compiler.compile_cached(spec.src))
     except CompileError:
         return float("inf")
     scratch = {} if scratch is None else scratch

@@ -50,7 +50,7 @@ class CompiledKernel:
         dev = Device[device]
         if lib is None:  # (a program read back from the disk cache is rendered only if its library is not found)
             lib = dev.compiler.compile_cached(lambda: spec.src, spec.src_key)
-        self.program = dev.runtime(spec.name, lib)
+        self.program = dev.runtime(spec.function, lib)
 
     def __call__(self, bufs: list[Buffer], var_vals: dict[UOp, int] | None = None, wait: bool = False) -> float | None:
         vals = tuple((var_vals or {})[v] for v in self.spec.vars)
@@ -359,7 +359,7 @@ class KernelBuild:
             if self.queue is None:  # (a cpuset or container quota: fewer compilers)
                 self.queue = CompileQueue(workers=settings.usable_cores())
             if ident not in self.libs:
-                self.libs[ident] = self.queue.submit(key[1], spec.name, lambda: spec.src, spec.src_key)
+                self.libs[ident] = self.queue.submit(key[1], spec.function, lambda: spec.src, spec.src_key)
             self.todo[key] = (spec, self.libs[ident])
 
     def finish(self) -> None:
