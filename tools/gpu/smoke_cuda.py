@@ -242,7 +242,7 @@ def main() -> int:
         renderer.static_shared_max = 1024
         spec = to_program(ast, renderer, [Opt(OptOps.GROUP, 0, 1024)])
         assert "extern __shared__" in spec.src, spec.src
-        prg = dev.runtime(spec.name, dev.compiler.compile_cached(spec.src))
+        prg = dev.runtime(spec.function, dev.compiler.compile_cached(spec.src))
         x = rng.standard_normal(n, dtype=np.float32)
         xb, out = Buffer(name, n, dtypes.float32).copyin(x), Buffer(name, 1, dtypes.float32)
         prg(out, xb, global_size=spec.global_size, local_size=spec.local_size, wait=True)

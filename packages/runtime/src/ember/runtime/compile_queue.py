@@ -1,8 +1,8 @@
 """`CompileQueue`: compiles in background threads, in batches per device, while the caller renders the next sources.
 
     queue = CompileQueue(workers=os.cpu_count() or 1)
-    lib = queue.submit("CPU", spec.name, spec.src)   # a Future of the library bytes
-    lib = queue.submit("CPU", spec.name, lambda: spec.src, spec.src_key)   # the same, maybe without rendering
+    lib = queue.submit("CPU", spec.function, spec.src)   # a Future of the library bytes
+    lib = queue.submit("CPU", spec.function, lambda: spec.src, spec.src_key)   # the same, maybe without rendering
     queue.close()                                    # compiles what is left; every Future is then resolved
 
 A source named by a `src_key` is looked up by it at once (`Compiler.cached_library`): a library found that way needs
