@@ -254,6 +254,7 @@ def llama_steps() -> dict[str, tuple[np.ndarray, dict[str, np.ndarray]]]:
             loss = model.loss(Tensor(tokens))
             params = model.named_parameters()
             grads = loss.gradient(*params.values())
+            Tensor.realize_all(loss, *grads)  # (one schedule: each .numpy() alone ran the shared forward again)
             return loss.numpy(), {name: g.numpy() for name, g in zip(params, grads)}
 
     return {"CPU": step("CPU"), "AMD": step("AMD")}
