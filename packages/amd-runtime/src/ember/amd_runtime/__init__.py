@@ -13,7 +13,7 @@ jit's launches). `ember.amd_runtime.mock`: the fake KFD and GPU (command process
 in `mock.isa`).
 """
 
-__version__ = "0.1.4"
+__version__ = "0.1.5"
 
 from ember.amd_runtime.comgr import ComgrError, HIPCompiler  # noqa: E402
 from ember.amd_runtime.device import AMDAllocator, AMDDevice, AMDMemory, AMDProgram  # noqa: E402

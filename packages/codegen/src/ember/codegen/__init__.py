@@ -1,6 +1,6 @@
 """ember.codegen: a kernel AST becomes a program: opts (heuristic, BEAM search or given), lower, linearize, render."""
 
-__version__ = "0.10.10"
+__version__ = "0.11.0"
 
 from ember.codegen.cache import cached_program, load_program  # noqa: E402
 from ember.codegen.cstyle import CRenderer, CStyleLanguage, RenderContext, base_rewrite  # noqa: E402

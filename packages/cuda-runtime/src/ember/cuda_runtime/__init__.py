@@ -6,7 +6,7 @@
     dev.runtime("add", cubin)(out, a, b, global_size=(64,), local_size=(256,), vals=(n,), wait=True)
 """
 
-__version__ = "0.3.2"
+__version__ = "0.3.3"
 
 from ember.cuda_runtime.compiler import (  # noqa: E402
     NVRTC,

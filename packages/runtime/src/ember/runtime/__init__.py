@@ -6,7 +6,7 @@
     prg(out, a, b, vals=(n,), wait=True)      # Buffers in slot order, then the int variables; -> seconds
 """
 
-__version__ = "0.7.3"
+__version__ = "0.7.4"
 
 from ember.runtime.allocator import Allocator, LRUAllocator  # noqa: E402
 from ember.runtime.buffer import Buffer  # noqa: E402

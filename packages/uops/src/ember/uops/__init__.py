@@ -1,7 +1,7 @@
 """ember.uops: dtypes, the UOp IR, pattern matching and graph rewriting, symbolic simplification, movement-op index
 math, and per-stage verifiers. Every other Ember package builds on this one."""
 
-__version__ = "0.9.0"
+__version__ = "0.9.1"
 
 from ember.uops import files, settings, table  # noqa: E402
 from ember.uops.dtype import (  # noqa: E402
