@@ -188,8 +188,11 @@ class Engine:
         # unless codegen would have folded that constant with another one):
         # 100 distinct scalars in `x * s`, 2 programs
         self.families: dict[tuple[UOp, str], tuple[int, ...]] = {}  # (family, device) -> the first kernel's values
-        self.family_programs: dict[tuple[UOp, str], list[tuple[frozenset[int], CompiledKernel]]] = {}
-        self.sharing: dict[tuple[UOp, str], ScalarKernel | None] = {}
+        # (family, device) -> each program made so far: the positions it takes as arguments, its (lifted) AST, which
+        # is compiled as a kernel of its own (self.kernels)
+        self.family_programs: dict[tuple[UOp, str], list[tuple[frozenset[int], UOp]]] = {}
+        # kernel -> None (compiled itself), or the AST of the family program it runs and the values it passes
+        self.sharing: dict[tuple[UOp, str], tuple[UOp, dict[UOp, int]] | None] = {}
         self.pools: dict[int, CodegenPool] = {}  # helper processes for codegen, by their number
         self.schedule_count = 0  # schedules made by realize_uops (a jit replay makes none)
         self._capture: Capture | None = None
@@ -201,9 +204,12 @@ class Engine:
             k = self.kernels[key] = self._new_kernel(ast, device)
         return k
 
-    def _shared(self, ast: UOp, device: str) -> ScalarKernel | None:
-        """The kernel of `ast` as a program of its scalar family, when an earlier kernel of the family (with other
-        constants) was compiled; None when it is to be compiled itself. Decided once per kernel."""
+    def family_program(self, ast: UOp, device: str) -> tuple[UOp, dict[UOp, int]] | None:
+        """The kernel of `ast` as a program of its scalar family: the AST of that program (`lift_scalars`: the
+        constants in which this kernel differs from the family's first made arguments) and the values this kernel
+        passes; None when `ast` is compiled itself (the first of its family, or a kernel with no scalars). Decided
+        once per kernel; the program is a kernel like any other (`get_kernel` of its AST), so a `KernelBuild` builds
+        it beside the schedule's other kernels."""
         key = (ast, device)
         if key in self.sharing:
             return self.sharing[key]
@@ -215,17 +221,18 @@ class Engine:
         differ = frozenset(i for i, (v, w) in enumerate(zip(values, first)) if v != w)
         programs = self.family_programs.setdefault((family, device), [])
         # a program that takes (at least) these constants as arguments, the rest compiled in as the first kernel's
-        positions, program = next(((p, k) for p, k in programs if differ <= p), (differ, None))
+        positions = next((p for p, _ in programs if differ <= p), differ)
         lifted, variables = lift_scalars(ast, consts, sorted(positions))
-        if program is None:
-            program = CompiledKernel(device, codegen(lifted, device))
-            programs.append((positions, program))
-        shared = self.sharing[key] = ScalarKernel(program, {variables[i]: values[i] for i in positions})
+        if positions is differ:
+            programs.append((positions, lifted))
+            self.sharing[(lifted, device)] = None  # (the program is compiled as it is: its own constants stay)
+        shared = self.sharing[key] = (lifted, {variables[i]: values[i] for i in positions})
         return shared
 
     def _new_kernel(self, ast: UOp, device: str) -> CompiledKernel:
-        return shared if (shared := self._shared(ast, device)) is not None else \
-            CompiledKernel(device, codegen(ast, device))
+        if (family := self.family_program(ast, device)) is not None:
+            return ScalarKernel(self.get_kernel(family[0], device), family[1])
+        return CompiledKernel(device, codegen(ast, device))
 
     def prepare_kernels(self, sched: Schedule, build: KernelBuild | None = None) -> None:
         """Codegen and compile every kernel of a schedule that is not compiled yet (`KernelBuild`; `build`: the one
@@ -335,8 +342,10 @@ class KernelBuild:
         if key in self.seen or key in self.engine.kernels:
             return
         self.seen.add(key)
-        if self.engine._shared(*key) is not None:  # (it runs its family's program)
-            return
+        if (family := self.engine.family_program(*key)) is not None:  # (it runs its family's program: built here)
+            if (key := (family[0], key[1])) in self.seen or key in self.engine.kernels:
+                return
+            self.seen.add(key)
         self.pending += 1
         # programs on disk are read here: only the others are worth a helper's round trip
         if not self.searching and (spec := load_program(key[0], Device[key[1]].renderer)) is not None:
