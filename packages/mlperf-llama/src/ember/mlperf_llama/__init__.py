@@ -1,3 +1,3 @@
 """ember.mlperf_llama: the MLPerf Llama 3 trainer, built only on ember.tensor's public API."""
 
-__version__ = "0.3.2"
+__version__ = "0.3.3"
