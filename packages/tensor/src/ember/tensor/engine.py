@@ -208,8 +208,8 @@ class Engine:
         """The kernel of `ast` as a program of its scalar family: the AST of that program (`lift_scalars`: the
         constants in which this kernel differs from the family's first made arguments) and the values this kernel
         passes; None when `ast` is compiled itself (the first of its family, or a kernel with no scalars). Decided
-        once per kernel; the program is a kernel like any other (`get_kernel` of its AST), so a `KernelBuild` builds
-        it beside the schedule's other kernels."""
+        once per kernel. The program is compiled as it is and kept in `kernels` under its AST, so a `KernelBuild`
+        builds it beside the schedule's other kernels."""
         key = (ast, device)
         if key in self.sharing:
             return self.sharing[key]
@@ -219,20 +219,26 @@ class Engine:
             self.sharing[key] = None
             return None
         differ = frozenset(i for i, (v, w) in enumerate(zip(values, first)) if v != w)
+        if not differ:  # (the first kernel's very constants, in other nodes: a NaN is never one node with another)
+            self.sharing[key] = None
+            return None
         programs = self.family_programs.setdefault((family, device), [])
         # a program that takes (at least) these constants as arguments, the rest compiled in as the first kernel's
         positions = next((p for p, _ in programs if differ <= p), differ)
         lifted, variables = lift_scalars(ast, consts, sorted(positions))
         if positions is differ:
             programs.append((positions, lifted))
-            self.sharing[(lifted, device)] = None  # (the program is compiled as it is: its own constants stay)
         shared = self.sharing[key] = (lifted, {variables[i]: values[i] for i in positions})
         return shared
 
     def _new_kernel(self, ast: UOp, device: str) -> CompiledKernel:
-        if (family := self.family_program(ast, device)) is not None:
-            return ScalarKernel(self.get_kernel(family[0], device), family[1])
-        return CompiledKernel(device, codegen(ast, device))
+        if (family := self.family_program(ast, device)) is None:
+            return CompiledKernel(device, codegen(ast, device))
+        # (the family's program is compiled as it is, never itself a member of a family: built by a KernelBuild, or
+        # here)
+        if (program := self.kernels.get(key := (family[0], device))) is None:
+            program = self.kernels[key] = CompiledKernel(device, codegen(family[0], device))
+        return ScalarKernel(program, family[1])
 
     def prepare_kernels(self, sched: Schedule, build: KernelBuild | None = None) -> None:
         """Codegen and compile every kernel of a schedule that is not compiled yet (`KernelBuild`; `build`: the one
