@@ -1,6 +1,6 @@
 """ember.tensor: the user API: a lazy Tensor over UOps, and the engine that realizes it."""
 
-__version__ = "0.7.0"
+__version__ = "0.7.1"
 
 from ember.tensor import nn  # noqa: E402
 from ember.tensor.jit import jit  # noqa: E402
