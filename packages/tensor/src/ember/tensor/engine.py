@@ -215,11 +215,10 @@ class Engine:
             return self.sharing[key]
         family, consts, values = scalar_constants(ast)
         first = self.families.setdefault((family, device), values) if consts else values
-        if first is values:
-            self.sharing[key] = None
-            return None
         differ = frozenset(i for i, (v, w) in enumerate(zip(values, first)) if v != w)
-        if not differ:  # (the first kernel's very constants, in other nodes: a NaN is never one node with another)
+        # none: the first of its family, a kernel with no scalars, or one with the first's very constants in other
+        # nodes (a NaN is never one node with another)
+        if not differ:
             self.sharing[key] = None
             return None
         programs = self.family_programs.setdefault((family, device), [])
